@@ -1,0 +1,46 @@
+"""The API Keys Service: create_app() builds the application, step by named step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from app import cli, config, database, errors, health
+from app.extensions import db, migrate
+from app.keys import views
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    app = Flask(__name__, instance_relative_config=True)
+    register_config(app, test_config)
+    register_extensions(app)
+    register_blueprints(app)
+    register_errorhandlers(app)
+    register_commands(app)
+    return app
+
+
+def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
+    config.load(app, test_config)
+    app.json.sort_keys = False  # fields in the order the specification lists them
+
+
+def register_extensions(app: Flask) -> None:
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(database.MIGRATIONS))
+    database.configure(app)
+
+
+def register_blueprints(app: Flask) -> None:
+    app.register_blueprint(views.bp)
+    app.register_blueprint(health.bp)
+
+
+def register_errorhandlers(app: Flask) -> None:
+    errors.register(app)
+
+
+def register_commands(app: Flask) -> None:
+    cli.register(app)

@@ -1,0 +1,78 @@
+"""Authentication: credentials -> checksum -> digest -> one indexed lookup -> g.caller."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from flask import current_app, g, request
+from sqlalchemy import bindparam, select, update
+
+from app import keyformat
+from app.errors import ApiError
+from app.extensions import db
+from app.models import ApiKey
+from app.scopes import MANAGING_KINDS
+from app.timestamps import utcnow
+
+CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
+
+_BY_DIGEST = select(
+    ApiKey.id, ApiKey.organization_id, ApiKey.kind, ApiKey.scope_bits, ApiKey.last_used
+).where(ApiKey.digest == bindparam("digest"))
+_RECORD_USE = (
+    update(ApiKey)
+    .where(ApiKey.id == bindparam("key_id"))
+    .values(last_used=bindparam("now"))
+    .execution_options(synchronize_session=False)
+)
+
+
+class Caller(NamedTuple):
+    """The key that authenticated the current request."""
+
+    id: int
+    organization_id: int
+    kind: str
+    scope_bits: int
+
+
+def _presented_key() -> str | None:
+    """The key from `Basic base64(<key>:)` (password ignored) or `Bearer <key>`."""
+    credentials = request.authorization
+    if credentials is None:
+        return None
+    if credentials.type == "basic":
+        return credentials.username
+    if credentials.type == "bearer":
+        return credentials.token
+    return None
+
+
+def _record_use(key_id: int, last_used: datetime | None) -> None:
+    """Write last_used on first use, then at most once per LAST_USED_RESOLUTION seconds."""
+    now = utcnow()
+    resolution = current_app.config["LAST_USED_RESOLUTION"]
+    if last_used is None or (now - last_used).total_seconds() >= resolution:
+        db.session.execute(_RECORD_USE, {"key_id": key_id, "now": now})
+        db.session.commit()
+
+
+def authenticate() -> None:
+    """The keys blueprint's before_request hook: 401 for no valid key, 403 for telemetry."""
+    presented = _presented_key()
+    row = None
+    if presented and keyformat.is_full_key(presented):
+        row = db.session.execute(_BY_DIGEST, {"digest": keyformat.digest(presented)}).first()
+    if row is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "A valid API key is required, as the user name of HTTP Basic authentication "
+            "or as a Bearer token.",
+            headers=[CHALLENGE],
+        )
+    _record_use(row.id, row.last_used)
+    g.caller = Caller(row.id, row.organization_id, row.kind, row.scope_bits)
+    if row.kind not in MANAGING_KINDS:
+        raise ApiError(403, "forbidden", "Telemetry keys cannot manage API keys.")

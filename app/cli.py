@@ -1,0 +1,87 @@
+"""The operator's commands: `flask org create` and `flask key create`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+from marshmallow import ValidationError
+
+from app.bootstrap import NOTICE, describe_keys
+from app.database import upgrade_embedded
+from app.errors import flatten
+from app.keys import schemas, service
+from app.scopes import KINDS, SCOPES
+
+org = AppGroup("org", help="Manage organizations.")
+key = AppGroup("key", help="Mint keys as the operator.")
+
+
+def _one_line(error: ValidationError) -> str:
+    """A refused input as one line: each field with its messages."""
+    messages = flatten(error.messages if isinstance(error.messages, dict) else {})
+    return " ".join(f"{field}: {' '.join(texts)}" for field, texts in messages.items())
+
+
+def _show(heading: str, keys, as_json: bool, organization: str) -> None:
+    if as_json:
+        objects = [schemas.created_key(k, full_key) for k, full_key in keys]
+        click.echo(json.dumps({"organization": organization, "keys": objects}))
+    else:
+        click.echo("\n".join([heading, *describe_keys(keys), NOTICE]))
+
+
+@org.command("create")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def create_organization(name: str, as_json: bool) -> None:
+    """Create organization NAME with its Telemetry and SDK Integration keys."""
+    try:
+        name = schemas.Name(required=True).deserialize(name)
+    except ValidationError as error:
+        raise click.ClickException(f"name: {' '.join(error.messages)}") from None
+    upgrade_embedded(current_app._get_current_object())
+    try:
+        organization, keys = service.create_organization(name)
+    except service.OrganizationError as error:
+        raise click.ClickException(str(error)) from None
+    heading = f'Created organization "{organization.name}" with two keys.'
+    _show(heading, keys, as_json, organization.name)
+
+
+@key.command("create")
+@click.option("--org", "organization", required=True, help="The organization's name.")
+@click.option("--kind", required=True, help="One of: " + ", ".join(KINDS) + ".")
+@click.option("--name", required=True, help="The key's display name.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    help="A scope (repeat for several): " + ", ".join(SCOPES) + ".",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def create_key(
+    organization: str, kind: str, name: str, scopes: tuple[str, ...], as_json: bool
+) -> None:
+    """Mint a key in an organization, whatever keys it has left (recovery)."""
+    given = {"name": name, "kind": kind} | ({"scopes": list(scopes)} if scopes else {})
+    try:
+        data = schemas.create_key.load(given)
+    except ValidationError as error:
+        raise click.ClickException(_one_line(error)) from None
+    upgrade_embedded(current_app._get_current_object())
+    try:
+        created = service.mint_key(organization, data)
+    except service.OrganizationError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps(schemas.created_key(*created)))
+    else:
+        _show(f'Created a key in organization "{organization}".', [created], False, organization)
+
+
+def register(app: Flask) -> None:
+    app.cli.add_command(org)
+    app.cli.add_command(key)

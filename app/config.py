@@ -1,0 +1,71 @@
+"""Configuration: the defaults, and every environment variable that overrides one.
+
+Precedence, lowest first: DEFAULTS, ``instance/config.py``, the environment, the
+``test_config`` given to create_app.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flask import Flask
+
+from app import keyformat
+
+DEFAULTS: dict[str, Any] = {
+    # SQLite in the instance folder: nothing to install or start.
+    "SQLALCHEMY_DATABASE_URI": "sqlite:///api-keys.sqlite3",
+    # No SQL parameter (a digest) in any exception message or log line; drop dead
+    # connections (a restarted PostgreSQL) before a request meets them.
+    "SQLALCHEMY_ENGINE_OPTIONS": {"hide_parameters": True, "pool_pre_ping": True},
+    # Request bodies over 64 KiB are refused with 413.
+    "MAX_CONTENT_LENGTH": 64 * 1024,
+    "KEY_PREFIX": "ak_",
+    "LAST_USED_RESOLUTION": 60,
+}
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be 0 or more")
+    return number
+
+
+def _key_prefix(value: str) -> str:
+    if not keyformat.PREFIX_PATTERN.fullmatch(value):
+        raise ValueError(f"must match {keyformat.PREFIX_PATTERN.pattern}")
+    return value
+
+
+# Environment variable -> (configuration key, parser). Why each one exists:
+ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
+    # Use PostgreSQL, or another SQLite file, instead of instance/api-keys.sqlite3.
+    "DATABASE_URL": ("SQLALCHEMY_DATABASE_URI", str),
+    # A prefix of the organization's own, so that secret scanners can be taught it.
+    "KEY_PREFIX": ("KEY_PREFIX", _key_prefix),
+    # Seconds between two writes of a key's last_used: precision against write load.
+    "LAST_USED_RESOLUTION": ("LAST_USED_RESOLUTION", _non_negative_int),
+}
+
+PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())
+
+
+def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:
+    """Fill app.config, and refuse to start on a value that makes no sense."""
+    app.config.from_mapping(DEFAULTS)
+    app.config.from_pyfile("config.py", silent=True)
+    for variable, (key, _) in ENVIRONMENT.items():
+        if variable in os.environ:
+            app.config[key] = os.environ[variable]
+    if test_config is not None:
+        app.config.from_mapping(test_config)
+    for key, parse in PARSERS.items():
+        value = app.config[key]
+        if isinstance(value, str):
+            try:
+                app.config[key] = parse(value)
+            except ValueError as error:
+                raise RuntimeError(f"configuration {key}={value!r}: {error}") from None

@@ -1,0 +1,121 @@
+"""Every error body, built in one place as application/problem+json (RFC 9457)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+from flask import Flask, Response
+from marshmallow import ValidationError
+from werkzeug.exceptions import HTTPException
+from werkzeug.http import HTTP_STATUS_CODES
+
+PROBLEM_JSON = "application/problem+json"
+
+# The machine name of each status when nothing more precise is said.
+CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "unavailable",
+}
+DETAILS = {
+    404: "No resource lives at this path.",
+    405: "This path does not accept this method.",
+    413: "The request body is larger than this server accepts (64 KiB by default).",
+    500: "The server could not complete the request.",
+}
+
+
+class ApiError(HTTPException):
+    """A refusal with its status, machine code, human detail and optional field errors."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        errors: Mapping[str, list[str]] | None = None,
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        super().__init__(description=detail)
+        self.code = status
+        self.problem_code = code
+        self.errors = errors
+        self.headers = list(headers)
+
+    def get_headers(self, environ=None, scope=None) -> list[tuple[str, str]]:
+        return [*super().get_headers(environ, scope), *self.headers]
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    errors: Mapping[str, list[str]] | None = None,
+    headers: Iterable[tuple[str, str]] = (),
+) -> Response:
+    """The one place an error body is made."""
+    body = {
+        "type": "about:blank",
+        "title": HTTP_STATUS_CODES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if errors:
+        body["errors"] = errors
+    return Response(json.dumps(body), status, list(headers), mimetype=PROBLEM_JSON)
+
+
+def flatten(messages: Mapping) -> dict[str, list[str]]:
+    """marshmallow's nested messages as {field: [message, ...]}; list items are named."""
+    flat: dict[str, list[str]] = {}
+    for field, value in messages.items():
+        if isinstance(value, Mapping):
+            for index, inner in flatten(value).items():
+                flat.setdefault(str(field), []).extend(f"Item {index}: {m}" for m in inner)
+        else:
+            flat.setdefault(str(field), []).extend(str(m) for m in value)
+    return flat
+
+
+def handle_http_exception(error: HTTPException) -> Response:
+    """Routing errors, 413 and every ApiError share the problem shape; headers survive."""
+    status = error.code or 500
+    headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
+    code = getattr(error, "problem_code", None) or CODES.get(status, "error")
+    detail = error.description if isinstance(error, ApiError) else DETAILS.get(status)
+    return problem(
+        status,
+        code,
+        detail or HTTP_STATUS_CODES.get(status, "Error"),
+        getattr(error, "errors", None),
+        headers,
+    )
+
+
+def handle_validation_error(error: ValidationError) -> Response:
+    """A refused input: 422, naming each field and what is wrong with it."""
+    messages = error.messages if isinstance(error.messages, Mapping) else {"_body": error.messages}
+    errors = flatten(messages)
+    return problem(
+        422,
+        "validation_error",
+        "The request is not valid: " + ", ".join(errors) + ".",
+        errors,
+    )
+
+
+def register(app: Flask) -> None:
+    """On the app, not the blueprint: routing 404 and 405 never reach a blueprint."""
+    app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(ValidationError, handle_validation_error)

@@ -1,0 +1,1 @@
+"""The keys blueprint: the five key-management endpoints at /api/keys."""

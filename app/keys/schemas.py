@@ -1,0 +1,159 @@
+"""marshmallow schemas: what create, update and list accept, and what a key looks like."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from marshmallow import (
+    Schema,
+    ValidationError,
+    fields,
+    post_load,
+    pre_load,
+    validate,
+    validates_schema,
+)
+
+from app import keyformat
+from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, is_immutable, to_bits, to_names
+from app.timestamps import iso
+
+# Sent back by clients that echo what they read; ignored on input.
+READ_ONLY = frozenset({"key", "immutable", "last_used", "created", "updated"})
+NAME_MAX_LENGTH = 200
+# C0 and C1 control characters, DEL, and lone surrogates (which no database can store).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _printable(value: str) -> None:
+    if _UNPRINTABLE.search(value):
+        raise ValidationError("Must not contain control characters.")
+
+
+class Name(fields.String):
+    """A display name: stored without surrounding white space."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            validate=[validate.Length(min=1, max=NAME_MAX_LENGTH), _printable], **kwargs
+        )
+
+    def _deserialize(self, value, attr, data, **kwargs) -> str:
+        return super()._deserialize(value, attr, data, **kwargs).strip()
+
+
+def _kind(**kwargs: Any) -> fields.String:
+    return fields.String(
+        validate=validate.OneOf(KINDS, error="Must be one of: {choices}."), **kwargs
+    )
+
+
+def _scopes(**kwargs: Any) -> fields.List:
+    scope = fields.String(
+        validate=validate.OneOf(SCOPES, error="Unknown scope; one of: {choices}.")
+    )
+    return fields.List(scope, **kwargs)
+
+
+class _KeyInput(Schema):
+    """Ignores read-only fields; refuses any other unknown field (marshmallow's default)."""
+
+    @pre_load
+    def drop_read_only(self, data: dict, **kwargs: Any) -> dict:
+        return {field: value for field, value in data.items() if field not in READ_ONLY}
+
+    @post_load
+    def fold_scopes(self, data: dict, **kwargs: Any) -> dict:
+        if "scopes" in data:
+            data["scope_bits"] = to_bits(data.pop("scopes"))
+        return data
+
+
+class CreateKey(_KeyInput):
+    name = Name(required=True)
+    kind = _kind(required=True)
+    scopes = _scopes()
+
+    @validates_schema
+    def scopes_fit_kind(self, data: dict, **kwargs: Any) -> None:
+        kind, scopes = data["kind"], data.get("scopes")
+        if kind == CUSTOM:
+            if not scopes:
+                raise ValidationError("A custom key needs at least one scope.", "scopes")
+        elif scopes is not None and to_bits(scopes) != FIXED[kind]:
+            fixed = ", ".join(to_names(FIXED[kind]))
+            raise ValidationError(
+                f"The scopes of a {kind} key are fixed: omit them or give exactly [{fixed}].",
+                "scopes",
+            )
+
+    @post_load
+    def fold_scopes(self, data: dict, **kwargs: Any) -> dict:
+        data = super().fold_scopes(data, **kwargs)
+        data.setdefault("scope_bits", FIXED.get(data["kind"]))
+        return data
+
+
+class UpdateKey(_KeyInput):
+    """A partial update: name, scopes or both. `kind` may be sent, unchanged."""
+
+    name = Name()
+    scopes = _scopes()
+    kind = _kind()
+
+    @validates_schema
+    def something_to_update(self, data: dict, **kwargs: Any) -> None:
+        if "name" not in data and "scopes" not in data:
+            message = "An update needs name, scopes or both."
+            raise ValidationError({"name": [message], "scopes": [message]})
+
+
+class _QueryInteger(fields.Integer):
+    """An integer in a query string: ASCII digits only, at most 18 of them."""
+
+    _PATTERN = re.compile(r"-?[0-9]{1,18}")
+
+    def _deserialize(self, value, attr, data, **kwargs) -> int:
+        if not isinstance(value, str) or not self._PATTERN.fullmatch(value):
+            raise self.make_error("invalid")
+        return int(value)
+
+
+class ListArguments(Schema):
+    page = _QueryInteger(load_default=1, validate=validate.Range(min=1))
+    page_size = _QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
+    kind = _kind()
+
+
+class KeyOutput(Schema):
+    """A key as list, get and update show it: `key` is `<identifier>...`."""
+
+    key = fields.Function(lambda key: keyformat.shown(key.identifier))
+    name = fields.String()
+    kind = fields.String()
+    scopes = fields.Function(lambda key: list(to_names(key.scope_bits)))
+    immutable = fields.Function(lambda key: is_immutable(key.kind))
+    last_used = fields.Function(lambda key: iso(key.last_used))
+    created = fields.Function(lambda key: iso(key.created))
+    updated = fields.Function(lambda key: iso(key.updated))
+
+
+class KeyPage(Schema):
+    page = fields.Integer()
+    page_size = fields.Integer()
+    total_count = fields.Integer()
+    data = fields.List(fields.Nested(KeyOutput))
+
+
+# Built once: schemas hold no per-request state.
+create_key = CreateKey()
+update_key = UpdateKey()
+list_arguments = ListArguments()
+key_output = KeyOutput()
+key_page = KeyPage()
+
+
+def created_key(key: Any, full_key: str) -> dict:
+    """The create response: the only body that carries the full key."""
+    return key_output.dump(key) | {"key": full_key}

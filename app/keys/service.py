@@ -1,0 +1,195 @@
+"""The rules of the spec and the contract; the only code that writes keys.
+
+Every function takes the organization explicitly (the caller's, or the operator's choice
+in the CLI): no query runs without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from flask import current_app
+from marshmallow import ValidationError
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.exc import StaleDataError
+
+from app import keyformat
+from app.auth import Caller
+from app.errors import ApiError
+from app.extensions import db
+from app.models import ApiKey, Organization
+from app.scopes import CUSTOM, FIXED, SDK_INTEGRATION, TELEMETRY, exceeding, is_immutable, to_names
+from app.timestamps import TICK, utcnow
+
+# The keys every new organization starts with: (name, kind).
+STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
+
+
+class Page(NamedTuple):
+    page: int
+    page_size: int
+    total_count: int
+    data: list[ApiKey]
+
+
+class OrganizationError(Exception):
+    """An operator's request about organizations that cannot be carried out."""
+
+
+def _not_found() -> ApiError:
+    return ApiError(404, "not_found", "No API key of your organization has this reference.")
+
+
+def _scope_exceeds_caller(excess: int) -> ApiError:
+    names = ", ".join(to_names(excess))
+    return ApiError(
+        403,
+        "scope_exceeds_caller",
+        f"These scopes exceed the calling key's own: {names}.",
+        {"scopes": [f"Not held by the calling key: {names}."]},
+    )
+
+
+def _require_power_over(caller: Caller, key: ApiKey) -> None:
+    """A key may alter or revoke only keys whose scopes it holds all of."""
+    if exceeding(key.scope_bits, caller.scope_bits):
+        raise ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
+
+
+def _where_reference(reference: str) -> Any:
+    """The condition naming a key by full value, identifier or `<identifier>...`."""
+    if keyformat.is_full_key(reference):
+        return ApiKey.digest == keyformat.digest(reference)
+    identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
+    if keyformat.is_identifier(identifier):
+        return ApiKey.identifier == identifier
+    return None
+
+
+def find_key(caller: Caller, reference: str) -> ApiKey:
+    """The caller's organization's key named by `reference`; 404 for any other."""
+    where = _where_reference(reference)
+    key = None
+    if where is not None:
+        query = select(ApiKey).where(where, ApiKey.organization_id == caller.organization_id)
+        key = db.session.scalars(query).first()
+    if key is None:
+        raise _not_found()
+    return key
+
+
+def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None) -> Page:
+    """One page, oldest first, ties by identifier: one count and one page query."""
+    conditions = [ApiKey.organization_id == caller.organization_id]
+    if kind is not None:
+        conditions.append(ApiKey.kind == kind)
+    total = db.session.scalar(select(func.count()).select_from(ApiKey).where(*conditions))
+    offset = (page - 1) * page_size
+    data: list[ApiKey] = []
+    if offset < total:
+        query = (
+            select(ApiKey)
+            .where(*conditions)
+            .order_by(ApiKey.created, ApiKey.identifier)
+            .offset(offset)
+            .limit(page_size)
+        )
+        data = list(db.session.scalars(query))
+    return Page(page, page_size, total, data)
+
+
+def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tuple[ApiKey, str]:
+    identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
+    now = utcnow()
+    key = ApiKey(
+        organization_id=organization_id,
+        identifier=identifier,
+        digest=keyformat.digest(full_key),
+        name=name,
+        kind=kind,
+        scope_bits=scope_bits,
+        created=now,
+        updated=now,
+        last_used=None,
+    )
+    db.session.add(key)
+    return key, full_key
+
+
+def create_key(caller: Caller, data: dict) -> tuple[ApiKey, str]:
+    """A new key in the caller's organization, within the caller's scopes."""
+    excess = exceeding(data["scope_bits"], caller.scope_bits)
+    if excess:
+        raise _scope_exceeds_caller(excess)
+    created = _add_key(caller.organization_id, data["name"], data["kind"], data["scope_bits"])
+    db.session.commit()
+    return created
+
+
+def update_key(caller: Caller, key: ApiKey, data: dict) -> ApiKey:
+    """Rename and/or rescope a key; refusals in the contract's order (422, 403, 409)."""
+    if data.get("kind", key.kind) != key.kind:
+        raise ValidationError("The kind of a key cannot be changed.", "kind")
+    scope_bits = data.get("scope_bits", key.scope_bits)
+    if key.kind == CUSTOM and not scope_bits:
+        raise ValidationError("A custom key needs at least one scope.", "scopes")
+    _require_power_over(caller, key)
+    excess = exceeding(scope_bits, caller.scope_bits)
+    if excess:
+        raise _scope_exceeds_caller(excess)
+    if is_immutable(key.kind) and scope_bits != key.scope_bits:
+        raise ApiError(409, "immutable_key", f"The scopes of a {key.kind} key cannot change.")
+    name = data.get("name", key.name)
+    if (name, scope_bits) != (key.name, key.scope_bits):
+        key.name, key.scope_bits = name, scope_bits
+        key.updated = max(utcnow(), key.updated + TICK)
+        try:
+            db.session.commit()
+        except StaleDataError:  # deleted by another request since it was read
+            db.session.rollback()
+            raise _not_found() from None
+    return key
+
+
+def delete_key(caller: Caller, key: ApiKey) -> None:
+    """Revoke a key at once and for good."""
+    _require_power_over(caller, key)
+    deleted = db.session.execute(delete(ApiKey).where(ApiKey.id == key.id)).rowcount
+    db.session.commit()
+    if not deleted:
+        raise _not_found()
+
+
+def create_organization(name: str) -> tuple[Organization, list[tuple[ApiKey, str]]]:
+    """A new organization with its two starting keys, written together or not at all."""
+    organization = Organization(name=name, created=utcnow())
+    db.session.add(organization)
+    try:
+        db.session.flush()
+        keys = [
+            _add_key(organization.id, key_name, kind, FIXED[kind])
+            for key_name, kind in STARTING_KEYS
+        ]
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise OrganizationError(f'an organization named "{name}" already exists') from None
+    return organization, keys
+
+
+def mint_key(organization_name: str, data: dict) -> tuple[ApiKey, str]:
+    """The operator's key: any kind and scopes, in an existing organization."""
+    organization_id = db.session.scalar(
+        select(Organization.id).where(Organization.name == organization_name)
+    )
+    if organization_id is None:
+        raise OrganizationError(f'no organization is named "{organization_name}"')
+    created = _add_key(organization_id, data["name"], data["kind"], data["scope_bits"])
+    db.session.commit()
+    return created
+
+
+def has_organization() -> bool:
+    """True once any organization exists."""
+    return db.session.scalar(select(Organization.id).limit(1)) is not None

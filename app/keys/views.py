@@ -1,0 +1,54 @@
+"""The blueprint at /api/keys: five thin views (load, call the service, dump)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, g, request, url_for
+
+from app import auth
+from app.keys import schemas, service
+from app.request_body import json_object
+
+bp = Blueprint("keys", __name__, url_prefix="/api/keys")
+bp.before_request(auth.authenticate)
+
+
+@bp.after_request
+def no_store(response):
+    """Key data is never kept by a browser or a proxy."""
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.get("")
+def list_keys():
+    query = {
+        name: values[0] if len(values) == 1 else values for name, values in request.args.lists()
+    }
+    arguments = schemas.list_arguments.load(query)
+    return schemas.key_page.dump(service.list_keys(g.caller, **arguments))
+
+
+@bp.post("")
+def create_key():
+    data = schemas.create_key.load(json_object())
+    key, full_key = service.create_key(g.caller, data)
+    location = url_for("keys.get_key", reference=key.identifier)
+    return schemas.created_key(key, full_key), 201, {"Location": location}
+
+
+@bp.get("/<reference>")
+def get_key(reference: str):
+    return schemas.key_output.dump(service.find_key(g.caller, reference))
+
+
+@bp.put("/<reference>")
+def update_key(reference: str):
+    key = service.find_key(g.caller, reference)
+    data = schemas.update_key.load(json_object())
+    return schemas.key_output.dump(service.update_key(g.caller, key, data))
+
+
+@bp.delete("/<reference>")
+def delete_key(reference: str):
+    service.delete_key(g.caller, service.find_key(g.caller, reference))
+    return "", 204

@@ -1,0 +1,48 @@
+"""The tables: organizations and their API keys. Columns, indexes and constraints only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, ForeignKey, Index, LargeBinary, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.extensions import db
+from app.scopes import KINDS
+
+# Identifiers sort in byte order (the contract's tie-break). SQLite compares bytes by
+# default; PostgreSQL needs the "C" collation, which other databases do not know.
+IDENTIFIER = String(64).with_variant(String(64, collation="C"), "postgresql")
+_KIND_LIST = ", ".join(f"'{kind}'" for kind in KINDS)
+
+
+class Organization(db.Model):
+    __tablename__ = "organizations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created: Mapped[datetime]
+
+
+class ApiKey(db.Model):
+    """An API key. Times are naive UTC; only the SHA-256 digest of the full key is kept."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id"))
+    identifier: Mapped[str] = mapped_column(IDENTIFIER, unique=True)
+    digest: Mapped[bytes] = mapped_column(LargeBinary(32), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))
+    scope_bits: Mapped[int]
+    created: Mapped[datetime]
+    updated: Mapped[datetime]
+    last_used: Mapped[datetime | None]
+
+    __table_args__ = (
+        # Listing: one organization's keys, oldest first, ties by identifier.
+        Index("ix_api_keys_listing", "organization_id", "created", "identifier"),
+        Index("ix_api_keys_listing_by_kind", "organization_id", "kind", "created", "identifier"),
+        CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
+    )
