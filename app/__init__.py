@@ -5,15 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask
+from flask import Flask, request
 
-from app import cli, config, database, errors, health
-from app.extensions import db, migrate
+from app import cli, config, database, errors, health, keyformat
+from app.extensions import db, limiter, migrate
 from app.keys import views
 
 
+class ApiKeysService(Flask):
+    def log_exception(self, exc_info) -> None:
+        """Flask's report of a server fault, with any full key in the path masked."""
+        path = keyformat.masked(request.path)
+        self.logger.error("Exception on %s [%s]", path, request.method, exc_info=exc_info)
+
+
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    app = Flask(__name__, instance_relative_config=True)
+    app = ApiKeysService(__name__, instance_relative_config=True)
     register_config(app, test_config)
     register_extensions(app)
     register_blueprints(app)
@@ -30,6 +37,7 @@ def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
 def register_extensions(app: Flask) -> None:
     db.init_app(app)
     migrate.init_app(app, db, directory=str(database.MIGRATIONS))
+    limiter.init_app(app)
     database.configure(app)
 
 

@@ -37,7 +37,7 @@ class Caller(NamedTuple):
     scope_bits: int
 
 
-def _presented_key() -> str | None:
+def presented_key() -> str | None:
     """The key from `Basic base64(<key>:)` (password ignored) or `Bearer <key>`."""
     credentials = request.authorization
     if credentials is None:
@@ -60,7 +60,7 @@ def _record_use(key_id: int, last_used: datetime | None) -> None:
 
 def authenticate() -> None:
     """The keys blueprint's before_request hook: 401 for no valid key, 403 for telemetry."""
-    presented = _presented_key()
+    presented = presented_key()
     row = None
     if presented and keyformat.is_full_key(presented):
         row = db.session.execute(_BY_DIGEST, {"digest": keyformat.digest(presented)}).first()

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import limits
 from flask import Flask
 
 from app import keyformat
@@ -24,6 +25,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 64 * 1024,
     "KEY_PREFIX": "ak_",
     "LAST_USED_RESOLUTION": 60,
+    "RATELIMIT_ENABLED": True,
+    "RATELIMIT_STORAGE_URI": "memory://",
+    "RATELIMIT_AUTH_FAILURES": "100/minute",
+    "RATELIMIT_PER_KEY": "6000/minute",
 }
 
 
@@ -32,6 +37,19 @@ def _non_negative_int(value: str) -> int:
     if number < 0:
         raise ValueError("must be 0 or more")
     return number
+
+
+def _boolean(value: str) -> bool:
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _rate(value: str) -> str:
+    limits.parse(value)  # ValueError when it is not a rate such as "100/minute"
+    return value
 
 
 def _key_prefix(value: str) -> str:
@@ -48,6 +66,15 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "KEY_PREFIX": ("KEY_PREFIX", _key_prefix),
     # Seconds between two writes of a key's last_used: precision against write load.
     "LAST_USED_RESOLUTION": ("LAST_USED_RESOLUTION", _non_negative_int),
+    # Switch the abuse limits off, for load tests and benchmarks.
+    "RATELIMIT_ENABLED": ("RATELIMIT_ENABLED", _boolean),
+    # Share the limits' counters between workers and hosts (redis://...); memory:// counts
+    # in each worker process.
+    "RATELIMIT_STORAGE_URI": ("RATELIMIT_STORAGE_URI", str),
+    # Failed authentications a client address may make per period before it gets 429.
+    "RATELIMIT_AUTH_FAILURES": ("RATELIMIT_AUTH_FAILURES", _rate),
+    # Requests one key may make per period before it gets 429.
+    "RATELIMIT_PER_KEY": ("RATELIMIT_PER_KEY", _rate),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Iterable, Mapping
 
 from flask import Flask, Response
+from flask_limiter.errors import RateLimitExceeded
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
+
+from app.extensions import limiter
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -73,7 +78,9 @@ def problem(
     }
     if errors:
         body["errors"] = errors
-    return Response(json.dumps(body), status, list(headers), mimetype=PROBLEM_JSON)
+    return Response(
+        json.dumps(body, separators=(",", ":")), status, list(headers), mimetype=PROBLEM_JSON
+    )
 
 
 def flatten(messages: Mapping) -> dict[str, list[str]]:
@@ -88,12 +95,22 @@ def flatten(messages: Mapping) -> dict[str, list[str]]:
     return flat
 
 
+def _retry_after() -> str:
+    """Whole seconds until the limit that refused this request lets it through again."""
+    limit = limiter.current_limit
+    seconds = math.ceil(limit.reset_at - time.time()) if limit else 1
+    return str(max(1, seconds))
+
+
 def handle_http_exception(error: HTTPException) -> Response:
-    """Routing errors, 413 and every ApiError share the problem shape; headers survive."""
+    """Routing errors, 413, 429 and every ApiError share the problem shape; headers survive."""
     status = error.code or 500
     headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
+    if status == 429:
+        headers.append(("Retry-After", _retry_after()))
     code = getattr(error, "problem_code", None) or CODES.get(status, "error")
-    detail = error.description if isinstance(error, ApiError) else DETAILS.get(status)
+    said = isinstance(error, ApiError | RateLimitExceeded)  # descriptions written for users
+    detail = error.description if said else DETAILS.get(status)
     return problem(
         status,
         code,

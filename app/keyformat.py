@@ -86,3 +86,14 @@ def is_identifier(value: str) -> bool:
 def shown(identifier: str) -> str:
     """The form in which list and get responses show a key."""
     return identifier + SHOWN_SUFFIX
+
+
+_CANDIDATE = re.compile(f"[A-Za-z0-9_]{{{MIN_IDENTIFIER_LENGTH + TAIL_LENGTH},}}")
+
+
+def masked(text: str) -> str:
+    """`text` with everything as long as a key shown as `<identifier>...` (for log lines).
+
+    The checksum is not asked: a mistyped key is still nearly all secret.
+    """
+    return _CANDIDATE.sub(lambda match: shown(identifier_of(match.group())), text)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from flask import Blueprint, g, request, url_for
 
-from app import auth
+from app import auth, limits
 from app.keys import schemas, service
 from app.request_body import json_object
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
 bp.before_request(auth.authenticate)
+limits.protect(bp)
 
 
 @bp.after_request

@@ -1,0 +1,39 @@
+# `make run` serves the API on 127.0.0.1:5000; `make test` runs the whole suite.
+# Both create the virtual environment and install the project first when needed.
+
+PYTHON ?= python3
+VENV ?= .venv
+HOST ?= 127.0.0.1
+PORT ?= 5000
+WORKERS ?= 2
+BIN := $(VENV)/bin
+
+.PHONY: install run dev test lint clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11 or newer is needed: make PYTHON=python3.12 ...")'
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalled whenever pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/flask --app app db upgrade
+	$(BIN)/gunicorn --workers $(WORKERS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app
+
+dev: install
+	$(BIN)/flask --app wsgi run --debug --host $(HOST) --port $(PORT)
+
+test: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .coverage

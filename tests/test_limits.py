@@ -1,0 +1,103 @@
+"""Abuse limits (CONTRACT.md section 8): failed authentications per client address and
+requests per key, past them 429 with Retry-After in the problem shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import create_app
+
+
+@pytest.fixture
+def app_config():
+    return {"RATELIMIT_AUTH_FAILURES": "3/minute", "RATELIMIT_PER_KEY": "5/minute"}
+
+
+def assert_rate_limited(response):
+    assert response.status_code == 429
+    assert response.mimetype == "application/problem+json"
+    assert response.json["code"] == "rate_limited"
+    assert response.json["status"] == 429
+    assert 1 <= int(response.headers["Retry-After"]) <= 61
+
+
+def test_failed_authentications_past_the_limit_get_429_with_retry_after(client):
+    for _ in range(3):
+        assert client.get("/api/keys", auth=("ak_wrong", "")).status_code == 401
+    assert_rate_limited(client.get("/api/keys", auth=("ak_wrong", "")))
+
+
+def test_a_blocked_address_is_blocked_for_valid_keys_too(client, org):
+    for _ in range(3):
+        client.get("/api/keys", auth=("ak_wrong", ""))
+    assert_rate_limited(client.get("/api/keys", auth=(org.sdk, "")))
+
+
+def test_successful_requests_do_not_count_as_failures(client, org):
+    for _ in range(4):
+        assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
+    assert client.get("/api/keys", auth=("ak_wrong", "")).status_code == 401
+
+
+def test_failures_are_counted_per_client_address(client):
+    for _ in range(3):
+        client.get("/api/keys", auth=("ak_wrong", ""), environ_base={"REMOTE_ADDR": "10.0.0.1"})
+    other = client.get("/api/keys", auth=("ak_wrong", ""), environ_base={"REMOTE_ADDR": "10.0.0.2"})
+    assert other.status_code == 401
+
+
+def test_requests_past_the_per_key_limit_get_429(client, org):
+    for _ in range(5):
+        assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
+    assert_rate_limited(client.get("/api/keys", auth=(org.sdk, "")))
+
+
+def test_the_per_key_limit_spans_every_endpoint(client, org):
+    client.get("/api/keys", auth=(org.sdk, ""))
+    created = client.post("/api/keys", json={"name": "n", "kind": "telemetry"}, auth=(org.sdk, ""))
+    client.get(created.headers["Location"], auth=(org.sdk, ""))
+    client.put(created.headers["Location"], json={"name": "m"}, auth=(org.sdk, ""))
+    client.delete(created.headers["Location"], auth=(org.sdk, ""))
+    assert_rate_limited(client.get("/api/keys", auth=(org.sdk, "")))
+
+
+def test_one_keys_limit_leaves_other_keys_alone(client, org, make_key):
+    other = make_key()
+    for _ in range(6):
+        client.get("/api/keys", auth=(org.sdk, ""))
+    assert client.get("/api/keys", auth=(other, "")).status_code == 200
+
+
+def test_naming_a_key_without_its_secret_does_not_spend_its_allowance(client, org):
+    forged = org.sdk[:-7] + ("A" if org.sdk[-7] != "A" else "B") + org.sdk[-6:]
+    for _ in range(2):
+        assert client.get("/api/keys", auth=(forged, "")).status_code == 401
+    for _ in range(5):
+        assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
+
+
+def test_health_is_not_limited(client):
+    for _ in range(5):
+        client.get("/api/keys", auth=("ak_wrong", ""))
+    assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("switch", ["false", "0", "off"])
+def test_ratelimit_enabled_false_switches_the_limits_off(switch, monkeypatch, database):
+    monkeypatch.setenv("RATELIMIT_ENABLED", switch)
+    app = create_app(
+        {"SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}", "RATELIMIT_AUTH_FAILURES": "1/minute"}
+    )
+    client = app.test_client()
+    for _ in range(3):
+        assert client.get("/api/keys", auth=("ak_wrong", "")).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("RATELIMIT_AUTH_FAILURES", "lots"), ("RATELIMIT_PER_KEY", "5/fortnight")],
+)
+def test_a_limit_that_is_not_a_rate_is_refused_at_start(variable, value, monkeypatch, database):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(RuntimeError, match=variable):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}"})
