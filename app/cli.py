@@ -21,7 +21,7 @@ key = AppGroup("key", help="Mint keys as the operator.")
 
 def _one_line(error: ValidationError) -> str:
     """A refused input as one line: each field with its messages."""
-    messages = flatten(error.messages if isinstance(error.messages, dict) else {})
+    messages = flatten(error.normalized_messages())
     return " ".join(f"{field}: {' '.join(texts)}" for field, texts in messages.items())
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import limits
 from flask import Flask
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from app import keyformat
 
@@ -39,6 +41,14 @@ def _non_negative_int(value: str) -> int:
     return number
 
 
+def _database_url(value: str) -> str:
+    try:
+        make_url(value)
+    except ArgumentError:
+        raise ValueError("is not an SQLAlchemy database URL") from None
+    return value
+
+
 def _boolean(value: str) -> bool:
     if value.lower() in ("1", "true", "yes", "on"):
         return True
@@ -61,7 +71,7 @@ def _key_prefix(value: str) -> str:
 # Environment variable -> (configuration key, parser). Why each one exists:
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Use PostgreSQL, or another SQLite file, instead of instance/api-keys.sqlite3.
-    "DATABASE_URL": ("SQLALCHEMY_DATABASE_URI", str),
+    "DATABASE_URL": ("SQLALCHEMY_DATABASE_URI", _database_url),
     # A prefix of the organization's own, so that secret scanners can be taught it.
     "KEY_PREFIX": ("KEY_PREFIX", _key_prefix),
     # Seconds between two writes of a key's last_used: precision against write load.
@@ -95,4 +105,4 @@ def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:
             try:
                 app.config[key] = parse(value)
             except ValueError as error:
-                raise RuntimeError(f"configuration {key}={value!r}: {error}") from None
+                raise RuntimeError(f"configuration {key}: {error}") from None  # no value: it may hold a password

@@ -122,8 +122,7 @@ def handle_http_exception(error: HTTPException) -> Response:
 
 def handle_validation_error(error: ValidationError) -> Response:
     """A refused input: 422, naming each field and what is wrong with it."""
-    messages = error.messages if isinstance(error.messages, Mapping) else {"_body": error.messages}
-    errors = flatten(messages)
+    errors = flatten(error.normalized_messages())
     return problem(
         422,
         "validation_error",
