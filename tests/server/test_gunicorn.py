@@ -1,0 +1,123 @@
+"""The service under real gunicorn workers (contract sections 2, 7 and 8): the first start
+makes one organization however many workers race, a deleted key fails on every worker at
+once, and a killed worker is replaced with the data intact."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+
+FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
+NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
+WORKERS = 3
+
+
+def organizations(server) -> list[str]:
+    with closing(sqlite3.connect(server.database)) as connection:
+        return [name for (name,) in connection.execute("SELECT name FROM organizations")]
+
+
+def key_count(server) -> int:
+    with closing(sqlite3.connect(server.database)) as connection:
+        return connection.execute("SELECT count(*) FROM api_keys").fetchone()[0]
+
+
+def printed_keys(server) -> list[str]:
+    return FULL_KEY_CANDIDATE.findall(server.output())
+
+
+def sdk_key(server) -> str:
+    """The printed key that may manage keys: the SDK Integration key."""
+    statuses = {key: server.request("GET", "/api/keys", key).status for key in printed_keys(server)}
+    assert sorted(statuses.values()) == [200, 403], statuses
+    return next(key for key, status in statuses.items() if status == 200)
+
+
+def in_parallel(count: int, call) -> list:
+    """`count` calls at once, each on its own connection: several workers must answer."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(lambda _: call(), range(count)))
+
+
+def test_first_start_with_several_workers_makes_exactly_one_default_organization(start_server):
+    server = start_server(workers=2 * WORKERS)
+    assert organizations(server) == ["default"]
+    assert key_count(server) == 2
+
+
+def test_first_start_prints_the_two_keys_exactly_once(start_server):
+    server = start_server(workers=WORKERS)
+    output = server.output()
+    keys = printed_keys(server)
+    assert len(keys) == 2 and len(set(keys)) == 2, output
+    notices = [line for line in output.splitlines() if NOT_SHOWN_AGAIN.search(line)]
+    assert len(notices) == 1, output
+
+
+def test_printed_sdk_key_authenticates_over_http(start_server):
+    server = start_server(workers=WORKERS)
+    sdk = sdk_key(server)
+    answers = in_parallel(2 * WORKERS, lambda: server.request("GET", "/api/keys", sdk))
+    assert [answer.status for answer in answers] == [200] * (2 * WORKERS)
+    listing = answers[0].json()
+    assert {(k["name"], k["kind"]) for k in listing["data"]} == {
+        ("Telemetry", "telemetry"),
+        ("SDK Integration", "sdk_integration"),
+    }
+
+
+def test_healthz_answers_without_authentication(start_server):
+    server = start_server(workers=WORKERS)
+    answer = server.request("GET", "/healthz")
+    assert (answer.status, answer.json()) == (200, {"status": "ok"})
+
+
+def test_deleted_key_is_refused_by_every_worker_at_once(start_server):
+    server = start_server(workers=WORKERS)
+    sdk = sdk_key(server)
+    body = {"name": "doomed", "kind": "custom", "scopes": ["monitor:read"]}
+    created = server.request("POST", "/api/keys", sdk, body)
+    assert created.status == 201, created.body
+    doomed = created.json()["key"]
+    # Every worker gets the chance to authenticate (and so to cache) the key first.
+    warm = in_parallel(3 * WORKERS, lambda: server.request("GET", "/api/keys", doomed))
+    assert {answer.status for answer in warm} == {200}
+    deleted = server.request("DELETE", created.headers["Location"], sdk)
+    assert deleted.status == 204, deleted.body
+    after = in_parallel(3 * WORKERS, lambda: server.request("GET", "/api/keys", doomed))
+    after += [server.request("GET", "/api/keys", doomed) for _ in range(2 * WORKERS)]
+    assert [answer.status for answer in after] == [401] * (5 * WORKERS)
+    assert all(a.headers.get("WWW-Authenticate") == 'Basic realm="api"' for a in after)
+
+
+def test_killed_worker_is_replaced_and_the_data_is_still_there(start_server):
+    server = start_server(workers=WORKERS)
+    sdk = sdk_key(server)
+    body = {"name": "survivor", "kind": "custom", "scopes": ["site:read"]}
+    created = server.request("POST", "/api/keys", sdk, body)
+    assert created.status == 201, created.body
+    survivor = created.json()["key"]
+    before = server.worker_pids()
+    assert len(before) == WORKERS, before
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    server.wait_until_ready(WORKERS + 1)  # a new worker has loaded the app
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = server.worker_pids()
+        if victim not in now and len(now) == WORKERS:
+            break
+        time.sleep(0.05)
+    assert victim not in now and len(now) == WORKERS, (before, now)
+    assert server.ready_pids[-1] in now
+    answers = in_parallel(3 * WORKERS, lambda: server.request("GET", "/api/keys", survivor))
+    assert {answer.status for answer in answers} == {200}
+    names = {key["name"] for key in answers[0].json()["data"]}
+    assert names == {"Telemetry", "SDK Integration", "survivor"}
+    assert organizations(server) == ["default"]
+    assert len(printed_keys(server)) == 2  # the new worker printed no keys

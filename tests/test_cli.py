@@ -1,0 +1,321 @@
+"""The operator's commands (contract section 7): `flask org create` and `flask key create`.
+
+Each command runs through Flask's CLI runner on the test's database; what it prints is
+then checked over HTTP with the test client, and a refused command must leave the
+database as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+# The scope table of the specification, in its order.
+SCOPE_TABLE = [
+    "monitor:read",
+    "monitor:write",
+    "monitor:telemetry",
+    "site:read",
+    "site:write",
+    "statuspage:read",
+    "statuspage:write",
+    "issue:read",
+    "issue:write",
+    "integration:read",
+    "integration:write",
+]
+STARTING_KEYS = {("Telemetry", "telemetry"), ("SDK Integration", "sdk_integration")}
+KEY_FIELDS = {"key", "name", "kind", "scopes", "immutable", "last_used", "created", "updated"}
+# Anything that may be a full key: a long run of key characters (full keys are 53 long).
+FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
+NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
+
+
+def invoke(runner, *args: str):
+    return runner.invoke(args=list(args))
+
+
+def counts(database: str) -> tuple[int, int]:
+    """(organizations, keys) in the whole database."""
+    with closing(sqlite3.connect(database)) as connection:
+        organizations = connection.execute("SELECT count(*) FROM organizations").fetchone()[0]
+        keys = connection.execute("SELECT count(*) FROM api_keys").fetchone()[0]
+    return organizations, keys
+
+
+def key_count(client, sdk_key: str) -> int:
+    """The number of keys the organization of `sdk_key` has, as the API counts them."""
+    response = client.get("/api/keys", auth=(sdk_key, ""))
+    assert response.status_code == 200, response.json
+    return response.json["total_count"]
+
+
+def read_key(client, caller: str, full_key: str) -> dict:
+    """The key object `caller` sees for `full_key`."""
+    response = client.get(f"/api/keys/{full_key}", auth=(caller, ""))
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.json
+
+
+def printed_keys(text: str) -> list[str]:
+    return FULL_KEY_CANDIDATE.findall(text)
+
+
+def sdk_of(client, keys: list[str]) -> str:
+    """The one key of `keys` that may list keys (the SDK Integration key)."""
+    managing = [k for k in keys if client.get("/api/keys", auth=(k, "")).status_code == 200]
+    assert len(managing) == 1, managing
+    return managing[0]
+
+
+def assert_refused(result, database: str, before: tuple[int, int]) -> None:
+    """A refused command: exit status 1, one line on stderr, no key shown, nothing written."""
+    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
+    # A command that fails with a traceback exits 1 too: only a clean exit counts.
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].strip()
+    assert printed_keys(result.output) == []
+    assert counts(database) == before
+
+
+def assert_key_object(body: dict) -> None:
+    assert set(body) == KEY_FIELDS, body
+    assert body["last_used"] is None
+    assert body["created"] == body["updated"]
+
+
+# --- org create ---------------------------------------------------------------------------
+
+
+def test_org_create_prints_both_full_keys_once_and_they_authenticate(runner, client):
+    result = invoke(runner, "org", "create", "initech")
+    assert result.exit_code == 0, result.output
+    keys = printed_keys(result.stdout)
+    assert len(keys) == 2 and len(set(keys)) == 2, result.stdout
+    sdk = sdk_of(client, keys)
+    seen = {(k["name"], k["kind"]) for k in (read_key(client, sdk, key) for key in keys)}
+    assert seen == STARTING_KEYS
+    telemetry = next(key for key in keys if key != sdk)
+    assert client.get("/api/keys", auth=(telemetry, "")).status_code == 403  # known, not 401
+
+
+def test_org_create_says_the_keys_will_not_be_shown_again(runner):
+    result = invoke(runner, "org", "create", "initech")
+    assert result.exit_code == 0, result.output
+    notices = [line for line in result.output.splitlines() if NOT_SHOWN_AGAIN.search(line)]
+    assert len(notices) == 1, result.output
+
+
+def test_org_create_json_prints_exactly_the_organization_and_its_two_key_objects(runner, client):
+    result = invoke(runner, "org", "create", "initech", "--json")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert set(printed) == {"organization", "keys"}
+    assert printed["organization"] == "initech"
+    keys = printed["keys"]
+    assert isinstance(keys, list) and len(keys) == 2
+    assert {(k["name"], k["kind"]) for k in keys} == STARTING_KEYS
+    by_kind = {k["kind"]: k for k in keys}
+    for body in keys:
+        assert_key_object(body)
+        assert body["immutable"] is True
+    assert by_kind["telemetry"]["scopes"] == ["monitor:telemetry"]
+    assert by_kind["sdk_integration"]["scopes"] == SCOPE_TABLE
+    sdk = by_kind["sdk_integration"]["key"]
+    for body in keys:
+        stored = read_key(client, sdk, body["key"])  # the full key names the key
+        assert body["key"].startswith(stored["key"].removesuffix("..."))
+        assert (stored["name"], stored["kind"]) == (body["name"], body["kind"])
+    assert client.get("/api/keys", auth=(sdk, "")).status_code == 200
+
+
+def test_org_create_json_shows_each_full_key_exactly_once(runner):
+    result = invoke(runner, "org", "create", "initech", "--json")
+    assert result.exit_code == 0, result.output
+    for body in json.loads(result.stdout)["keys"]:
+        assert result.output.count(body["key"]) == 1
+
+
+@pytest.mark.parametrize("name", ["acme", "  acme  "], ids=["same", "same after trimming"])
+def test_org_create_with_a_duplicate_name_is_refused_and_writes_nothing(
+    runner, database, org, name
+):
+    before = counts(database)
+    result = invoke(runner, "org", "create", name)
+    assert_refused(result, database, before)
+    assert "acme" in result.stderr
+
+
+def test_org_create_with_a_duplicate_name_json_is_refused_too(runner, database, org):
+    before = counts(database)
+    result = invoke(runner, "org", "create", "acme", "--json")
+    assert_refused(result, database, before)
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * 201], ids=["empty", "blank", "too long"])
+def test_org_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, database, name):
+    before = counts(database)
+    result = invoke(runner, "org", "create", name)
+    assert_refused(result, database, before)
+
+
+def test_org_create_name_is_stored_trimmed(runner):
+    result = invoke(runner, "org", "create", "  initech ", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["organization"] == "initech"
+
+
+# --- key create ---------------------------------------------------------------------------
+
+
+def test_key_create_mints_a_key_whose_printed_value_authenticates(runner, client, org):
+    before = key_count(client, org.sdk)
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
+        "--scope", "monitor:read", "--scope", "site:write",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    keys = printed_keys(result.stdout)
+    assert len(keys) == 1, result.stdout
+    assert result.output.count(keys[0]) == 1
+    minted = read_key(client, keys[0], keys[0])  # it authenticates and reads itself
+    assert (minted["name"], minted["kind"]) == ("Recovery", "custom")
+    assert minted["scopes"] == ["monitor:read", "site:write"]
+    assert key_count(client, org.sdk) == before + 1
+
+
+def test_key_create_says_the_key_will_not_be_shown_again(runner, org):
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
+        "--scope", "monitor:read",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert NOT_SHOWN_AGAIN.search(result.output), result.output
+
+
+def test_key_create_json_prints_the_key_object_with_the_full_key(runner, client, org):
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
+        "--scope", "site:write", "--scope", "monitor:read", "--scope", "site:write", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert_key_object(body)
+    assert body["name"] == "Recovery"
+    assert body["kind"] == "custom"
+    assert body["scopes"] == ["monitor:read", "site:write"]  # folded, in table order
+    assert body["immutable"] is False
+    stored = read_key(client, org.sdk, body["key"])
+    assert body["key"].startswith(stored["key"].removesuffix("..."))
+    assert {k: v for k, v in stored.items() if k not in ("key", "last_used")} == {
+        k: v for k, v in body.items() if k not in ("key", "last_used")
+    }
+    assert client.get("/api/keys", auth=(body["key"], "")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("kind", "scopes", "expected"),
+    [
+        ("telemetry", [], ["monitor:telemetry"]),
+        ("telemetry", ["monitor:telemetry"], ["monitor:telemetry"]),
+        ("sdk_integration", [], SCOPE_TABLE),
+        ("sdk_integration", SCOPE_TABLE, SCOPE_TABLE),
+    ],
+    ids=["telemetry", "telemetry with its scopes", "sdk", "sdk with its scopes"],
+)
+def test_key_create_mints_fixed_kinds_with_their_fixed_scopes(
+    runner, client, org, kind, scopes, expected
+):
+    options = [part for scope in scopes for part in ("--scope", scope)]
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", kind, "--name", "k", *options, "--json"
+    )
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert (body["kind"], body["scopes"], body["immutable"]) == (kind, expected, True)
+    assert read_key(client, org.sdk, body["key"])["scopes"] == expected
+
+
+def test_key_create_mints_a_key_even_when_the_organization_has_no_keys_left(runner, client, org):
+    """The operator can always get back in: the CLI is not bound by any key."""
+    for key in (org.telemetry, org.sdk):
+        reference = read_key(client, org.sdk, key)["key"]
+        assert client.delete(f"/api/keys/{reference}", auth=(org.sdk, "")).status_code == 204
+    assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 401
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "Back in",
+        "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    back_in = json.loads(result.stdout)["key"]
+    response = client.get("/api/keys", auth=(back_in, ""))
+    assert response.status_code == 200
+    assert response.json["total_count"] == 1
+
+
+REFUSED_KEY_CREATE = {
+    "unknown organization": ["--org", "nowhere", "--kind", "custom", "--scope", "monitor:read"],
+    "unknown kind": ["--org", "acme", "--kind", "admin", "--scope", "monitor:read"],
+    "unknown scope": ["--org", "acme", "--kind", "custom", "--scope", "monitor:admin"],
+    "unknown scope beside a known one": [
+        "--org", "acme", "--kind", "custom", "--scope", "site:read", "--scope", "site:admin",
+    ],
+    "custom without scope": ["--org", "acme", "--kind", "custom"],
+    "telemetry with another scope": [
+        "--org", "acme", "--kind", "telemetry", "--scope", "monitor:read",
+    ],
+    "telemetry with an extra scope": [
+        "--org", "acme", "--kind", "telemetry", "--scope", "monitor:telemetry",
+        "--scope", "monitor:read",
+    ],
+    "sdk_integration with fewer scopes": [
+        "--org", "acme", "--kind", "sdk_integration", "--scope", "monitor:read",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("case", list(REFUSED_KEY_CREATE))
+def test_key_create_refusal_is_one_line_on_stderr_exit_1_and_writes_nothing(
+    runner, client, database, org, case, as_json
+):
+    before_api = key_count(client, org.sdk)
+    before = counts(database)
+    args = ["key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case]]
+    result = invoke(runner, *args, *(["--json"] if as_json else []))
+    assert_refused(result, database, before)
+    assert key_count(client, org.sdk) == before_api
+
+
+@pytest.mark.parametrize(
+    ("case", "word"),
+    [
+        ("unknown organization", "nowhere"),
+        ("unknown kind", "kind"),
+        ("unknown scope", "scope"),
+        ("custom without scope", "scope"),
+        ("telemetry with another scope", "scope"),
+    ],
+)
+def test_key_create_refusal_names_what_is_wrong(runner, org, case, word):
+    result = invoke(runner, "key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case])
+    assert result.exit_code == 1
+    assert word in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * 201, "tab\there"])
+def test_key_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, database, org, name):
+    before = counts(database)
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", name,
+        "--scope", "monitor:read",
+    )  # fmt: skip
+    assert_refused(result, database, before)

@@ -1,0 +1,81 @@
+"""GET /healthz (contract section 8): no authentication; 200 {"status": "ok"} when the
+database answers, 503 in the error shape when it does not."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+from app import create_app
+from app.extensions import db
+
+PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
+
+
+@pytest.fixture
+def app_on(tmp_path):
+    """Build apps on a database URL of the test's choice; their engines are closed after."""
+    apps = []
+
+    def make(database: str):
+        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}"})
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        with app.app_context():
+            db.engine.dispose()
+
+
+def assert_unavailable(response) -> None:
+    assert response.status_code == 503, response.get_data(as_text=True)
+    assert response.mimetype == "application/problem+json"
+    body = response.json
+    assert PROBLEM_FIELDS <= set(body) <= PROBLEM_FIELDS | {"errors"}, body
+    assert body["status"] == 503
+    assert isinstance(body["code"], str) and body["code"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert "Traceback" not in response.get_data(as_text=True)
+
+
+def test_healthz_without_authentication_is_200_ok(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    assert response.json == {"status": "ok"}
+
+
+def test_healthz_ignores_credentials_even_unknown_ones(client):
+    response = client.get("/healthz", auth=("ak_not_a_key", ""))
+    assert response.status_code == 200
+    assert response.json == {"status": "ok"}
+
+
+def test_healthz_is_503_when_the_database_cannot_be_opened(app_on, tmp_path):
+    app = app_on(str(tmp_path / "no such directory" / "api-keys.sqlite3"))
+    assert_unavailable(app.test_client().get("/healthz"))
+
+
+def test_healthz_is_503_when_the_tables_are_gone(app, client, database):
+    assert client.get("/healthz").status_code == 200
+    with closing(sqlite3.connect(database)) as connection:
+        connection.execute("DROP TABLE api_keys")
+        connection.execute("DROP TABLE organizations")
+        connection.commit()
+    assert_unavailable(client.get("/healthz"))
+
+
+def test_healthz_recovers_once_the_database_answers_again(app_on, tmp_path):
+    folder = tmp_path / "later"
+    app = app_on(str(folder / "api-keys.sqlite3"))
+    client = app.test_client()
+    assert_unavailable(client.get("/healthz"))
+    folder.mkdir()
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["org", "create", "acme"]).exit_code == 0
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json == {"status": "ok"}

@@ -1,0 +1,272 @@
+"""The schema as migrations (contract section 8): `flask --app app db upgrade` builds an
+empty database and brings an old one up to date, keeping every existing key working; the
+models match the migrations; on SQLite the CLI needs no separate step."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from app import create_app
+from app.config import ENVIRONMENT
+from app.database import upgrade_embedded
+from app.extensions import db
+
+PROJECT = Path(__file__).resolve().parent.parent
+MIGRATIONS = PROJECT / "migrations"
+FLASK = Path(sys.executable).parent / "flask"
+TABLES = {"organizations", "api_keys"}
+
+# Keys as the first revision's code made them (literal values, so that a later change of
+# the key format that breaks existing keys is caught): (identifier, full key, kind, bits).
+OLD_KEYS = [
+    (
+        "ak_DVIJcZUXMfme",
+        "ak_DVIJcZUXMfmeznSOa3WWtlPqvGQLz9P377d76K01pTtI0KIp3P",
+        "sdk_integration",
+        0b11111111111,
+    ),
+    (
+        "ak_CNNpPUVkFfvc",
+        "ak_CNNpPUVkFfvcAENmfYXyTj9KmU8pgR82tJEimR7mDAg74SBkWD",
+        "telemetry",
+        0b00000000100,
+    ),
+    (
+        "ak_TI5NVO6Dia8U",
+        "ak_TI5NVO6Dia8URJ1tlliDVq4jTs22yrIjDhnnu9oBm9hc32ucGY",
+        "custom",
+        0b00000001001,  # monitor:read and site:read
+    ),
+]
+
+
+def alembic_config() -> Config:
+    config = Config(str(MIGRATIONS / "alembic.ini"))
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["configure_logging"] = False
+    return config
+
+
+SCRIPTS = ScriptDirectory.from_config(alembic_config())
+
+
+@pytest.fixture
+def app_on():
+    """Build apps on SQLite files of the test's choice; their engines are closed after."""
+    apps = []
+
+    def make(database: Path):
+        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}"})
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        with app.app_context():
+            db.engine.dispose()
+
+
+@pytest.fixture
+def preserved_logging():
+    """`flask db` configures logging from alembic.ini; put the process's logging back."""
+    loggers = [logging.root, *map(logging.getLogger, list(logging.root.manager.loggerDict))]
+    saved = [(lg, lg.level, list(lg.handlers), lg.propagate, lg.disabled) for lg in loggers]
+    yield
+    for lg, level, handlers, propagate, disabled in saved:
+        lg.setLevel(level)
+        lg.handlers[:] = handlers
+        lg.propagate, lg.disabled = propagate, disabled
+
+
+def schema_and_data(database: Path) -> tuple[list, dict]:
+    """Everything a migration could change: the schema's SQL and every table's rows."""
+    with closing(sqlite3.connect(database)) as connection:
+        schema = connection.execute(
+            "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+        tables = [name for kind, name, _ in schema if kind == "table"]
+        # Table names come from sqlite_master, not from input.
+        queries = {table: f'SELECT * FROM "{table}" ORDER BY 1' for table in tables}  # noqa: S608
+        data = {table: connection.execute(sql).fetchall() for table, sql in queries.items()}
+    return schema, data
+
+
+def tables_and_revision(database: Path) -> tuple[set[str], str | None]:
+    with closing(sqlite3.connect(database)) as connection:
+        names = {n for (n,) in connection.execute("SELECT name FROM sqlite_master")}
+        revision = None
+        if "alembic_version" in names:
+            revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+    return names, revision
+
+
+def assert_current(database: Path) -> None:
+    names, revision = tables_and_revision(database)
+    assert names >= TABLES, names
+    assert revision == SCRIPTS.get_current_head()
+
+
+def make_org(app) -> dict:
+    result = app.test_cli_runner().invoke(args=["org", "create", "acme", "--json"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return {key["kind"]: key["key"] for key in json.loads(result.stdout)["keys"]}
+
+
+def test_upgrade_builds_the_schema_of_an_empty_database(app_on, tmp_path):
+    database = tmp_path / "empty.sqlite3"
+    app = app_on(database)
+    upgrade_embedded(app)
+    assert_current(database)
+    assert app.test_client().get("/healthz").status_code == 200
+
+
+def test_flask_db_upgrade_builds_the_schema_of_an_empty_database(
+    app_on, tmp_path, preserved_logging
+):
+    database = tmp_path / "empty.sqlite3"
+    app = app_on(database)
+    result = app.test_cli_runner().invoke(args=["db", "upgrade"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert_current(database)
+    keys = make_org(app)
+    assert app.test_client().get("/api/keys", auth=(keys["sdk_integration"], "")).status_code == 200
+
+
+def test_flask_app_db_upgrade_command_builds_the_schema(tmp_path):
+    """The documented command itself, in a process of its own."""
+    database = tmp_path / "from-the-shell.sqlite3"
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
+    env["DATABASE_URL"] = f"sqlite:///{database}"
+    completed = subprocess.run(
+        [str(FLASK), "--app", "app", "db", "upgrade"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert_current(database)
+
+
+def test_upgrade_of_a_current_database_changes_nothing(app_on, tmp_path, preserved_logging):
+    database = tmp_path / "current.sqlite3"
+    app = app_on(database)
+    keys = make_org(app)
+    before = schema_and_data(database)
+    upgrade_embedded(app)
+    result = app.test_cli_runner().invoke(args=["db", "upgrade"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert schema_and_data(database) == before
+    client = app.test_client()
+    assert client.get("/api/keys", auth=(keys["sdk_integration"], "")).status_code == 200
+
+
+def test_models_match_the_migrations(app_on, tmp_path):
+    app = app_on(tmp_path / "compare.sqlite3")
+    upgrade_embedded(app)
+    with app.app_context(), db.engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "compare_server_default": True}
+        )
+        differences = compare_metadata(context, db.metadata)
+    assert differences == []
+
+
+def test_there_is_a_single_head():
+    assert len(SCRIPTS.get_heads()) == 1
+
+
+def test_keys_made_at_the_first_revision_still_authenticate_after_upgrade_to_head(app_on, tmp_path):
+    app = app_on(tmp_path / "old.sqlite3")
+    with app.app_context():
+        command.upgrade(alembic_config(), SCRIPTS.get_base())
+        insert_first_revision_keys(db.engine)
+    upgrade_embedded(app)
+    assert_current(tmp_path / "old.sqlite3")
+    client = app.test_client()
+    sdk, telemetry, custom = (full_key for _, full_key, _, _ in OLD_KEYS)
+    listing = client.get("/api/keys", auth=(sdk, ""))
+    assert listing.status_code == 200, listing.json
+    assert {k["key"] for k in listing.json["data"]} == {f"{i}..." for i, *_ in OLD_KEYS}
+    assert client.get("/api/keys", auth=(telemetry, "")).status_code == 403  # known, not 401
+    own = client.get(f"/api/keys/{custom}", auth=(custom, ""))
+    assert own.status_code == 200, own.json
+    assert own.json["scopes"] == ["monitor:read", "site:read"]
+    assert own.json["created"] == "2026-01-02T03:04:05.000006Z"
+
+
+def insert_first_revision_keys(engine: sa.Engine) -> None:
+    """Rows as the first revision's tables hold them, written without today's models."""
+    organizations = sa.table(
+        "organizations",
+        sa.column("id", sa.Integer),
+        sa.column("name", sa.String),
+        sa.column("created", sa.DateTime),
+    )
+    api_keys = sa.table(
+        "api_keys",
+        *(sa.column(name, sa.Integer) for name in ("id", "organization_id", "scope_bits")),
+        *(sa.column(name, sa.String) for name in ("identifier", "name", "kind")),
+        sa.column("digest", sa.LargeBinary),
+        *(sa.column(name, sa.DateTime) for name in ("created", "updated", "last_used")),
+    )
+    moment = datetime(2026, 1, 2, 3, 4, 5, 6)
+    with engine.begin() as connection:
+        connection.execute(sa.insert(organizations).values(id=1, name="acme", created=moment))
+        for number, (identifier, full_key, kind, bits) in enumerate(OLD_KEYS, start=1):
+            connection.execute(
+                sa.insert(api_keys).values(
+                    id=number,
+                    organization_id=1,
+                    identifier=identifier,
+                    digest=hashlib.sha256(full_key.encode()).digest(),
+                    name=f"old {kind}",
+                    kind=kind,
+                    scope_bits=bits,
+                    created=moment,
+                    updated=moment,
+                    last_used=None,
+                )
+            )
+
+
+def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):
+    database = tmp_path / "not yet" / "made.sqlite3"
+    app = app_on(database)
+    keys = make_org(app)
+    assert_current(database)
+    client = app.test_client()
+    assert client.get("/api/keys", auth=(keys["sdk_integration"], "")).status_code == 200
+    assert client.get("/healthz").status_code == 200
+
+
+def test_key_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):
+    """The schema is made first, so the refusal is about the organization, not a table."""
+    database = tmp_path / "made.sqlite3"
+    app = app_on(database)
+    result = app.test_cli_runner().invoke(
+        args=["key", "create", "--org", "acme", "--kind", "telemetry", "--name", "t"]
+    )
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "acme" in result.stderr and "table" not in result.stderr, result.stderr
+    assert_current(database)

@@ -1,0 +1,67 @@
+"""What a request does when another one changed the same row under it."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete
+
+from app import bootstrap, create_app
+from app.auth import Caller
+from app.database import upgrade_embedded
+from app.errors import ApiError
+from app.extensions import db
+from app.keys import service
+from app.models import ApiKey, Organization
+from app.scopes import ALL
+
+
+def _caller(key: ApiKey) -> Caller:
+    return Caller(id=0, organization_id=key.organization_id, kind="sdk_integration", scope_bits=ALL)
+
+
+def _deleted_meanwhile(make_key) -> ApiKey:
+    """A key read by this request, then deleted by another one (its own connection)."""
+    full_key = make_key()
+    key = db.session.scalars(db.select(ApiKey).where(ApiKey.name == "test key")).one()
+    assert service.find_key(_caller(key), full_key) is key
+    with db.engine.begin() as other_request:
+        other_request.execute(delete(ApiKey).where(ApiKey.id == key.id))
+    return key
+
+
+def test_update_of_a_key_deleted_meanwhile_is_404(app, make_key):
+    with app.app_context():
+        key = _deleted_meanwhile(make_key)
+        try:
+            service.update_key(_caller(key), key, {"name": "renamed"})
+        except ApiError as error:
+            assert (error.code, error.problem_code) == (404, "not_found")
+        else:
+            raise AssertionError("the update of a deleted key succeeded")
+
+
+def test_delete_of_a_key_deleted_meanwhile_is_404(app, make_key):
+    with app.app_context():
+        key = _deleted_meanwhile(make_key)
+        try:
+            service.delete_key(_caller(key), key)
+        except ApiError as error:
+            assert (error.code, error.problem_code) == (404, "not_found")
+        else:
+            raise AssertionError("the second delete succeeded")
+
+
+def test_bootstrap_that_loses_the_race_makes_nothing_and_prints_nothing(
+    app, org, monkeypatch, capsys
+):
+    monkeypatch.setattr(service, "has_organization", lambda: False)
+    with app.app_context():
+        service.create_organization("default")
+    assert bootstrap.ensure_default_organization(app) is False
+    assert capsys.readouterr().out == ""
+
+
+def test_an_in_memory_database_is_migrated_without_a_lock_file(tmp_path):
+    app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": "sqlite://"})
+    upgrade_embedded(app)
+    with app.app_context():
+        assert db.session.scalar(db.select(db.func.count()).select_from(Organization)) == 0
