@@ -105,4 +105,5 @@ def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:
             try:
                 app.config[key] = parse(value)
             except ValueError as error:
-                raise RuntimeError(f"configuration {key}: {error}") from None  # no value: it may hold a password
+                # The value is not repeated: a database URL may hold a password.
+                raise RuntimeError(f"configuration {key}: {error}") from None
