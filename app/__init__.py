@@ -5,23 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask
 
-from app import cli, config, database, errors, health, keyformat
+from app import cli, config, database, errors, health, logs
 from app.extensions import db, limiter, migrate
 from app.keys import views
 
 
-class ApiKeysService(Flask):
-    def log_exception(self, exc_info) -> None:
-        """Flask's report of a server fault, with any full key in the path masked."""
-        path = keyformat.masked(request.path)
-        self.logger.error("Exception on %s [%s]", path, request.method, exc_info=exc_info)
-
-
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    app = ApiKeysService(__name__, instance_relative_config=True)
+    app = Flask(__name__, instance_relative_config=True)
     register_config(app, test_config)
+    register_logging(app)
     register_extensions(app)
     register_blueprints(app)
     register_errorhandlers(app)
@@ -32,6 +26,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
     config.load(app, test_config)
     app.json.sort_keys = False  # fields in the order the specification lists them
+
+
+def register_logging(app: Flask) -> None:
+    logs.register(app)
 
 
 def register_extensions(app: Flask) -> None:

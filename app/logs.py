@@ -1,0 +1,26 @@
+"""No full key in any log line: the service's loggers show keys as `<identifier>...`."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from app import keyformat
+
+
+class MaskKeys(logging.Filter):
+    """Rewrites a record's message with every key-shaped token masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = keyformat.masked(record.getMessage())
+        record.args = None
+        return True
+
+
+def register(app: Flask) -> None:
+    """Mask the application's own log (server faults name the path, which may hold a full
+    key) and the development server's request log."""
+    for logger in (app.logger, logging.getLogger("werkzeug")):
+        if not any(isinstance(f, MaskKeys) for f in logger.filters):
+            logger.addFilter(MaskKeys())
