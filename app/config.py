@@ -41,11 +41,15 @@ def _non_negative_int(value: str) -> int:
     return number
 
 
-def _database_url(value: str) -> str:
+def normalized_database_url(value: str) -> str:
+    """The URL, with PostgreSQL's bare schemes (postgres://, postgresql://) sent to psycopg 3,
+    the driver the service installs (SQLAlchemy would pick psycopg2 for them)."""
     try:
-        make_url(value)
+        url = make_url(value)
     except ArgumentError:
         raise ValueError("is not an SQLAlchemy database URL") from None
+    if url.drivername in ("postgres", "postgresql"):
+        return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return value
 
 
@@ -71,7 +75,7 @@ def _key_prefix(value: str) -> str:
 # Environment variable -> (configuration key, parser). Why each one exists:
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Use PostgreSQL, or another SQLite file, instead of instance/api-keys.sqlite3.
-    "DATABASE_URL": ("SQLALCHEMY_DATABASE_URI", _database_url),
+    "DATABASE_URL": ("SQLALCHEMY_DATABASE_URI", normalized_database_url),
     # A prefix of the organization's own, so that secret scanners can be taught it.
     "KEY_PREFIX": ("KEY_PREFIX", _key_prefix),
     # Seconds between two writes of a key's last_used: precision against write load.

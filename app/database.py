@@ -19,7 +19,15 @@ MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
-    """WAL lets readers run beside the writer; writers wait their turn instead of failing."""
+    """WAL lets readers run beside the writer; writers wait their turn instead of failing.
+
+    Python's sqlite3 opens a transaction only before a write statement, and with this
+    isolation level it opens it with BEGIN IMMEDIATE: a writer takes the write lock at the
+    start (waiting up to busy_timeout for it), never by upgrading a read snapshot, which
+    another process's commit would make fail with "database is locked". Reads run outside
+    a transaction, each on the latest commit, as at PostgreSQL's READ COMMITTED.
+    """
+    dbapi_connection.isolation_level = "IMMEDIATE"
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=5000")
@@ -45,7 +53,7 @@ def _alembic_config() -> Config:
 @contextmanager
 def _schema_lock(database: str | None):
     """One process at a time migrates a SQLite file (gunicorn starts its workers at once)."""
-    if not database or database == ":memory:":
+    if database is None:
         yield
         return
     with open(f"{database}.migrate-lock", "a") as lock:
@@ -56,14 +64,22 @@ def _schema_lock(database: str | None):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def upgrade(app: Flask) -> None:
+    """Bring the database's schema to the newest revision, as `flask db upgrade` does."""
+    with app.app_context():
+        url = db.engine.url
+        in_memory = url.database in (None, "", ":memory:")
+        sqlite_file = url.get_backend_name() == "sqlite" and not in_memory
+        if sqlite_file:
+            os.makedirs(os.path.dirname(url.database) or ".", exist_ok=True)
+        with _schema_lock(url.database if sqlite_file else None):
+            command.upgrade(_alembic_config(), "head")
+
+
 def upgrade_embedded(app: Flask) -> None:
     """Apply pending migrations when the database is SQLite; other databases are upgraded
     by the operator with `flask --app app db upgrade`, once per deployment."""
     with app.app_context():
-        url = db.engine.url
-        if url.get_backend_name() != "sqlite":
+        if db.engine.url.get_backend_name() != "sqlite":
             return
-        if url.database and url.database != ":memory:":
-            os.makedirs(os.path.dirname(url.database) or ".", exist_ok=True)
-        with _schema_lock(url.database):
-            command.upgrade(_alembic_config(), "head")
+    upgrade(app)

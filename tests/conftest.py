@@ -1,48 +1,104 @@
-"""Fixtures: an app on a real, freshly migrated SQLite file per test, its client and CLI
+"""Fixtures: an app on a real, freshly migrated database per test (a SQLite file, or
+PostgreSQL when TEST_DATABASE_URL is set; see tests/databases.py), its client and CLI
 runner, an organization with its starting keys, and a factory for more keys."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from app import create_app
-from app.database import upgrade_embedded
+from app.database import upgrade
 from app.extensions import db
 from app.keys import service
 from app.scopes import FIXED, to_bits
+from tests.databases import ON_POSTGRESQL, drop_database, empty_tables, new_database_url
 
 
-def _app(database: str, **config) -> Flask:
-    return create_app(
-        {"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}", **config}
-    )
+def pytest_report_header(config) -> str:
+    if ON_POSTGRESQL:
+        return "database: PostgreSQL from TEST_DATABASE_URL (databases of the run's own)"
+    return "database: SQLite (PostgreSQL tests skipped: TEST_DATABASE_URL is not set)"
+
+
+def _app(url: str, **config) -> Flask:
+    return create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url, **config})
+
+
+def _upgraded(url: str) -> None:
+    app = _app(url)
+    upgrade(app)
+    with app.app_context():
+        db.engine.dispose()
 
 
 @pytest.fixture(scope="session")
-def migrated_database(tmp_path_factory) -> str:
-    """One database built by the migrations, copied for every test (fast and realistic)."""
-    path = str(tmp_path_factory.mktemp("template") / "template.sqlite3")
-    app = _app(path)
-    upgrade_embedded(app)
-    with app.app_context():
-        db.engine.dispose()
-    return path
+def migrated_database(tmp_path_factory) -> Iterator[str]:
+    """One database built by the migrations: a SQLite template copied for every test, or
+    the run's PostgreSQL database, emptied after every test."""
+    url = new_database_url(tmp_path_factory.mktemp("template"), "template.sqlite3")
+    _upgraded(url)
+    yield url
+    drop_database(url)
 
 
 @pytest.fixture
-def database(migrated_database, tmp_path) -> str:
+def database_url(migrated_database, tmp_path) -> Iterator[str]:
+    """The test's own migrated database."""
+    if ON_POSTGRESQL:
+        yield migrated_database
+        empty_tables(migrated_database)
+        return
     path = str(tmp_path / "api-keys.sqlite3")
-    with sqlite3.connect(migrated_database) as source, sqlite3.connect(path) as target:
+    template = make_url(migrated_database).database
+    with sqlite3.connect(template) as source, sqlite3.connect(path) as target:
         source.backup(target)
     source.close()
     target.close()
-    return path
+    yield f"sqlite:///{path}"
+
+
+@pytest.fixture
+def database(database_url) -> str:
+    """The path of the test's SQLite file, for tests about the file itself."""
+    if ON_POSTGRESQL:
+        pytest.skip("about the SQLite file: SQLite runs only")
+    return make_url(database_url).database
+
+
+@pytest.fixture
+def new_database(tmp_path) -> Iterator[Callable[[], str]]:
+    """URLs of brand new, empty databases (no schema); dropped after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(new_database_url(tmp_path, f"new-{len(made)}.sqlite3"))
+        return made[-1]
+
+    yield make
+    for url in made:
+        drop_database(url)
+
+
+@pytest.fixture
+def sql(database_url) -> Iterator[Callable[..., list]]:
+    """Run one SQL statement on the test's database, beside the app, and return its rows."""
+    engine = create_engine(database_url, hide_parameters=True)
+
+    def run(statement: str, **parameters) -> list:
+        with engine.begin() as connection:
+            result = connection.execute(text(statement), parameters)
+            return result.all() if result.returns_rows else []
+
+    yield run
+    engine.dispose()
 
 
 @pytest.fixture
@@ -52,8 +108,8 @@ def app_config() -> dict:
 
 
 @pytest.fixture
-def app(database, app_config) -> Flask:
-    app = _app(database, **app_config)
+def app(database_url, app_config) -> Iterator[Flask]:
+    app = _app(database_url, **app_config)
     yield app
     with app.app_context():
         db.engine.dispose()

@@ -6,8 +6,6 @@ tests/server/ checks the same with real gunicorn workers."""
 from __future__ import annotations
 
 import re
-import sqlite3
-from contextlib import closing
 
 from app.bootstrap import ensure_default_organization
 
@@ -16,20 +14,19 @@ FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
 NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
 
 
-def rows(database: str) -> tuple[list[str], int]:
+def rows(sql) -> tuple[list[str], int]:
     """(organization names, number of keys) in the whole database."""
-    with closing(sqlite3.connect(database)) as connection:
-        names = [name for (name,) in connection.execute("SELECT name FROM organizations")]
-        keys = connection.execute("SELECT count(*) FROM api_keys").fetchone()[0]
+    names = [name for (name,) in sql("SELECT name FROM organizations ORDER BY id")]
+    [(keys,)] = sql("SELECT count(*) FROM api_keys")
     return names, keys
 
 
 def test_first_start_on_an_empty_database_makes_organization_default_with_two_keys(
-    app, client, database, capsys
+    app, client, sql, capsys
 ):
-    assert rows(database) == ([], 0)
+    assert rows(sql) == ([], 0)
     ensure_default_organization(app)
-    assert rows(database) == (["default"], 2)
+    assert rows(sql) == (["default"], 2)
     printed = FULL_KEY_CANDIDATE.findall(capsys.readouterr().out)
     managing = [k for k in printed if client.get("/api/keys", auth=(k, "")).status_code == 200]
     assert len(managing) == 1
@@ -53,28 +50,28 @@ def test_first_start_says_the_keys_will_not_be_shown_again(app, capsys):
     assert len(notices) == 1, out
 
 
-def test_second_start_makes_nothing_and_prints_nothing(app, database, capsys):
+def test_second_start_makes_nothing_and_prints_nothing(app, sql, capsys):
     ensure_default_organization(app)
     first = capsys.readouterr()
     assert FULL_KEY_CANDIDATE.search(first.out)
-    after_first = rows(database)
+    after_first = rows(sql)
     ensure_default_organization(app)
     second = capsys.readouterr()
     assert (second.out, second.err) == ("", "")
-    assert rows(database) == after_first == (["default"], 2)
+    assert rows(sql) == after_first == (["default"], 2)
 
 
-def test_start_on_a_database_that_has_an_organization_makes_nothing(app, database, org, capsys):
-    before = rows(database)
+def test_start_on_a_database_that_has_an_organization_makes_nothing(app, sql, org, capsys):
+    before = rows(sql)
     assert before == (["acme"], 2)
     ensure_default_organization(app)
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", "")
-    assert rows(database) == before
+    assert rows(sql) == before
 
 
 def test_start_after_every_key_is_deleted_makes_no_default_organization(
-    app, client, database, org, capsys
+    app, client, sql, org, capsys
 ):
     """An organization without keys is still an organization: nothing is made for it."""
     for key in (org.telemetry, org.sdk):
@@ -83,4 +80,4 @@ def test_start_after_every_key_is_deleted_makes_no_default_organization(
     ensure_default_organization(app)
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", "")
-    assert rows(database) == (["acme"], 0)
+    assert rows(sql) == (["acme"], 0)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-from contextlib import closing
 
 import pytest
 
@@ -39,11 +37,11 @@ def invoke(runner, *args: str):
     return runner.invoke(args=list(args))
 
 
-def counts(database: str) -> tuple[int, int]:
+def counts(sql) -> tuple[int, int]:
     """(organizations, keys) in the whole database."""
-    with closing(sqlite3.connect(database)) as connection:
-        organizations = connection.execute("SELECT count(*) FROM organizations").fetchone()[0]
-        keys = connection.execute("SELECT count(*) FROM api_keys").fetchone()[0]
+    [(organizations, keys)] = sql(
+        "SELECT (SELECT count(*) FROM organizations), (SELECT count(*) FROM api_keys)"
+    )
     return organizations, keys
 
 
@@ -72,7 +70,7 @@ def sdk_of(client, keys: list[str]) -> str:
     return managing[0]
 
 
-def assert_refused(result, database: str, before: tuple[int, int]) -> None:
+def assert_refused(result, sql, before: tuple[int, int]) -> None:
     """A refused command: exit status 1, one line on stderr, no key shown, nothing written."""
     assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
     # A command that fails with a traceback exits 1 too: only a clean exit counts.
@@ -83,7 +81,7 @@ def assert_refused(result, database: str, before: tuple[int, int]) -> None:
     assert len(lines) == 1, result.stderr
     assert lines[0].strip()
     assert printed_keys(result.output) == []
-    assert counts(database) == before
+    assert counts(sql) == before
 
 
 def assert_key_object(body: dict) -> None:
@@ -145,26 +143,24 @@ def test_org_create_json_shows_each_full_key_exactly_once(runner):
 
 
 @pytest.mark.parametrize("name", ["acme", "  acme  "], ids=["same", "same after trimming"])
-def test_org_create_with_a_duplicate_name_is_refused_and_writes_nothing(
-    runner, database, org, name
-):
-    before = counts(database)
+def test_org_create_with_a_duplicate_name_is_refused_and_writes_nothing(runner, sql, org, name):
+    before = counts(sql)
     result = invoke(runner, "org", "create", name)
-    assert_refused(result, database, before)
+    assert_refused(result, sql, before)
     assert "acme" in result.stderr
 
 
-def test_org_create_with_a_duplicate_name_json_is_refused_too(runner, database, org):
-    before = counts(database)
+def test_org_create_with_a_duplicate_name_json_is_refused_too(runner, sql, org):
+    before = counts(sql)
     result = invoke(runner, "org", "create", "acme", "--json")
-    assert_refused(result, database, before)
+    assert_refused(result, sql, before)
 
 
 @pytest.mark.parametrize("name", ["", "   ", "x" * 201], ids=["empty", "blank", "too long"])
-def test_org_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, database, name):
-    before = counts(database)
+def test_org_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, sql, name):
+    before = counts(sql)
     result = invoke(runner, "org", "create", name)
-    assert_refused(result, database, before)
+    assert_refused(result, sql, before)
 
 
 def test_org_create_name_is_stored_trimmed(runner):
@@ -285,13 +281,13 @@ REFUSED_KEY_CREATE = {
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 @pytest.mark.parametrize("case", list(REFUSED_KEY_CREATE))
 def test_key_create_refusal_is_one_line_on_stderr_exit_1_and_writes_nothing(
-    runner, client, database, org, case, as_json
+    runner, client, sql, org, case, as_json
 ):
     before_api = key_count(client, org.sdk)
-    before = counts(database)
+    before = counts(sql)
     args = ["key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case]]
     result = invoke(runner, *args, *(["--json"] if as_json else []))
-    assert_refused(result, database, before)
+    assert_refused(result, sql, before)
     assert key_count(client, org.sdk) == before_api
 
 
@@ -312,10 +308,10 @@ def test_key_create_refusal_names_what_is_wrong(runner, org, case, word):
 
 
 @pytest.mark.parametrize("name", ["", "   ", "x" * 201, "tab\there"])
-def test_key_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, database, org, name):
-    before = counts(database)
+def test_key_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, sql, org, name):
+    before = counts(sql)
     result = invoke(
         runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", name,
         "--scope", "monitor:read",
     )  # fmt: skip
-    assert_refused(result, database, before)
+    assert_refused(result, sql, before)

@@ -3,12 +3,11 @@ database answers, 503 in the error shape when it does not."""
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
-
 import pytest
+from sqlalchemy import create_engine, text
 
 from app import create_app
+from app.database import upgrade
 from app.extensions import db
 
 PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
@@ -20,7 +19,8 @@ def app_on(tmp_path):
     apps = []
 
     def make(database: str):
-        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}"})
+        url = database if "://" in database else f"sqlite:///{database}"
+        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url})
         apps.append(app)
         return app
 
@@ -59,12 +59,23 @@ def test_healthz_is_503_when_the_database_cannot_be_opened(app_on, tmp_path):
     assert_unavailable(app.test_client().get("/healthz"))
 
 
-def test_healthz_is_503_when_the_tables_are_gone(app, client, database):
+def test_healthz_is_503_when_the_database_server_does_not_answer(app_on):
+    """Nothing listens on port 1: a PostgreSQL URL whose server is down."""
+    app = app_on("postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=2")
+    assert_unavailable(app.test_client().get("/healthz"))
+
+
+def test_healthz_is_503_when_the_tables_are_gone(app_on, new_database):
+    url = new_database()
+    app = app_on(url)
+    upgrade(app)
+    client = app.test_client()
     assert client.get("/healthz").status_code == 200
-    with closing(sqlite3.connect(database)) as connection:
-        connection.execute("DROP TABLE api_keys")
-        connection.execute("DROP TABLE organizations")
-        connection.commit()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP TABLE api_keys"))
+        connection.execute(text("DROP TABLE organizations"))
+    engine.dispose()
     assert_unavailable(client.get("/healthz"))
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import sqlite3
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -62,14 +61,12 @@ def statements(app):
 
 
 @pytest.fixture
-def app_with(database):
+def app_with(database_url):
     """Build more apps on the test's database, with configuration of the test's choice."""
     apps = []
 
     def make(**config):
-        app = create_app(
-            {"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}", **config}
-        )
+        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": database_url, **config})
         apps.append(app)
         return app
 
@@ -179,15 +176,10 @@ def _database_bytes(database: str) -> bytes:
     )
 
 
-def test_only_the_sha256_digest_of_the_full_key_is_stored_with_the_identifier(
-    client, database, org
-):
+def test_only_the_sha256_digest_of_the_full_key_is_stored_with_the_identifier(client, sql, org):
     full_key = create(client, org.sdk)["key"]
     ident = identifier(client, org.sdk, full_key)
-    with closing(sqlite3.connect(database)) as connection:
-        (stored,) = connection.execute(
-            "SELECT digest FROM api_keys WHERE identifier = ?", (ident,)
-        ).fetchone()
+    [(stored,)] = sql("SELECT digest FROM api_keys WHERE identifier = :i", i=ident)
     assert bytes(stored) == hashlib.sha256(full_key.encode("ascii")).digest()
 
 
@@ -242,12 +234,12 @@ def test_keys_made_with_another_prefix_authenticate_after_it_changes_back(app_wi
     ["ak-", "", "a k_", "ключ_", "ak_/", "x" * 53],
     ids=["dash", "empty", "space", "non-ascii", "slash", "too long"],
 )
-def test_invalid_key_prefix_in_configuration_is_refused_at_start(database, prefix):
+def test_invalid_key_prefix_in_configuration_is_refused_at_start(database_url, prefix):
     with pytest.raises(Exception, match="KEY_PREFIX"):
         create_app(
             {
                 "TESTING": True,
-                "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}",
+                "SQLALCHEMY_DATABASE_URI": database_url,
                 "KEY_PREFIX": prefix,
             }
         )

@@ -83,10 +83,10 @@ def test_health_is_not_limited(client):
 
 
 @pytest.mark.parametrize("switch", ["false", "0", "off"])
-def test_ratelimit_enabled_false_switches_the_limits_off(switch, monkeypatch, database):
+def test_ratelimit_enabled_false_switches_the_limits_off(switch, monkeypatch, database_url):
     monkeypatch.setenv("RATELIMIT_ENABLED", switch)
     app = create_app(
-        {"SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}", "RATELIMIT_AUTH_FAILURES": "1/minute"}
+        {"SQLALCHEMY_DATABASE_URI": database_url, "RATELIMIT_AUTH_FAILURES": "1/minute"}
     )
     client = app.test_client()
     for _ in range(3):
@@ -97,7 +97,7 @@ def test_ratelimit_enabled_false_switches_the_limits_off(switch, monkeypatch, da
     ("variable", "value"),
     [("RATELIMIT_AUTH_FAILURES", "lots"), ("RATELIMIT_PER_KEY", "5/fortnight")],
 )
-def test_a_limit_that_is_not_a_rate_is_refused_at_start(variable, value, monkeypatch, database):
+def test_a_limit_that_is_not_a_rate_is_refused_at_start(variable, value, monkeypatch, database_url):
     monkeypatch.setenv(variable, value)
     with pytest.raises(RuntimeError, match=variable):
-        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}"})
+        create_app({"SQLALCHEMY_DATABASE_URI": database_url})

@@ -8,10 +8,8 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from alembic.script import ScriptDirectory
 
 from app import create_app
 from app.config import ENVIRONMENT
-from app.database import upgrade_embedded
+from app.database import upgrade
 from app.extensions import db
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -69,11 +67,12 @@ SCRIPTS = ScriptDirectory.from_config(alembic_config())
 
 @pytest.fixture
 def app_on():
-    """Build apps on SQLite files of the test's choice; their engines are closed after."""
+    """Build apps on databases (URLs or SQLite paths) of the test's choice; closed after."""
     apps = []
 
-    def make(database: Path):
-        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{database}"})
+    def make(database: Path | str):
+        url = database if isinstance(database, str) else f"sqlite:///{database}"
+        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url})
         apps.append(app)
         return app
 
@@ -95,29 +94,50 @@ def preserved_logging():
         lg.propagate, lg.disabled = propagate, disabled
 
 
-def schema_and_data(database: Path) -> tuple[list, dict]:
-    """Everything a migration could change: the schema's SQL and every table's rows."""
-    with closing(sqlite3.connect(database)) as connection:
-        schema = connection.execute(
-            "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
-        ).fetchall()
-        tables = [name for kind, name, _ in schema if kind == "table"]
-        # Table names come from sqlite_master, not from input.
-        queries = {table: f'SELECT * FROM "{table}" ORDER BY 1' for table in tables}  # noqa: S608
-        data = {table: connection.execute(sql).fetchall() for table, sql in queries.items()}
+def _engine(database: Path | str) -> sa.Engine:
+    url = database if isinstance(database, str) else f"sqlite:///{database}"
+    return sa.create_engine(url, hide_parameters=True)
+
+
+def schema_and_data(database: Path | str) -> tuple[dict, dict]:
+    """Everything a migration could change: each table's columns, indexes and constraints,
+    and its rows."""
+    engine = _engine(database)
+    try:
+        inspector = sa.inspect(engine)
+        schema, data = {}, {}
+        with engine.connect() as connection:
+            for table in sorted(inspector.get_table_names()):
+                columns = inspector.get_columns(table)
+                schema[table] = [
+                    [(c["name"], str(c["type"]), c["nullable"]) for c in columns],
+                    inspector.get_pk_constraint(table),
+                    inspector.get_foreign_keys(table),
+                    sorted(inspector.get_indexes(table), key=lambda i: i["name"]),
+                    sorted(inspector.get_unique_constraints(table), key=lambda u: u["name"]),
+                    sorted(inspector.get_check_constraints(table), key=lambda c: c["name"]),
+                ]
+                reflected = sa.Table(table, sa.MetaData(), autoload_with=connection)
+                data[table] = sorted(map(tuple, connection.execute(reflected.select())), key=repr)
+    finally:
+        engine.dispose()
     return schema, data
 
 
-def tables_and_revision(database: Path) -> tuple[set[str], str | None]:
-    with closing(sqlite3.connect(database)) as connection:
-        names = {n for (n,) in connection.execute("SELECT name FROM sqlite_master")}
+def tables_and_revision(database: Path | str) -> tuple[set[str], str | None]:
+    engine = _engine(database)
+    try:
+        names = set(sa.inspect(engine).get_table_names())
         revision = None
         if "alembic_version" in names:
-            revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+            with engine.connect() as connection:
+                revision = connection.scalar(sa.text("SELECT version_num FROM alembic_version"))
+    finally:
+        engine.dispose()
     return names, revision
 
 
-def assert_current(database: Path) -> None:
+def assert_current(database: Path | str) -> None:
     names, revision = tables_and_revision(database)
     assert names >= TABLES, names
     assert revision == SCRIPTS.get_current_head()
@@ -129,18 +149,18 @@ def make_org(app) -> dict:
     return {key["kind"]: key["key"] for key in json.loads(result.stdout)["keys"]}
 
 
-def test_upgrade_builds_the_schema_of_an_empty_database(app_on, tmp_path):
-    database = tmp_path / "empty.sqlite3"
+def test_upgrade_builds_the_schema_of_an_empty_database(app_on, new_database):
+    database = new_database()
     app = app_on(database)
-    upgrade_embedded(app)
+    upgrade(app)
     assert_current(database)
     assert app.test_client().get("/healthz").status_code == 200
 
 
 def test_flask_db_upgrade_builds_the_schema_of_an_empty_database(
-    app_on, tmp_path, preserved_logging
+    app_on, new_database, preserved_logging
 ):
-    database = tmp_path / "empty.sqlite3"
+    database = new_database()
     app = app_on(database)
     result = app.test_cli_runner().invoke(args=["db", "upgrade"])
     assert result.exit_code == 0, (result.output, result.exception)
@@ -149,11 +169,11 @@ def test_flask_db_upgrade_builds_the_schema_of_an_empty_database(
     assert app.test_client().get("/api/keys", auth=(keys["sdk_integration"], "")).status_code == 200
 
 
-def test_flask_app_db_upgrade_command_builds_the_schema(tmp_path):
+def test_flask_app_db_upgrade_command_builds_the_schema(new_database):
     """The documented command itself, in a process of its own."""
-    database = tmp_path / "from-the-shell.sqlite3"
+    database = new_database()
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-    env["DATABASE_URL"] = f"sqlite:///{database}"
+    env["DATABASE_URL"] = database
     completed = subprocess.run(
         [str(FLASK), "--app", "app", "db", "upgrade"],
         cwd=PROJECT,
@@ -167,12 +187,13 @@ def test_flask_app_db_upgrade_command_builds_the_schema(tmp_path):
     assert_current(database)
 
 
-def test_upgrade_of_a_current_database_changes_nothing(app_on, tmp_path, preserved_logging):
-    database = tmp_path / "current.sqlite3"
+def test_upgrade_of_a_current_database_changes_nothing(app_on, new_database, preserved_logging):
+    database = new_database()
     app = app_on(database)
+    upgrade(app)
     keys = make_org(app)
     before = schema_and_data(database)
-    upgrade_embedded(app)
+    upgrade(app)
     result = app.test_cli_runner().invoke(args=["db", "upgrade"])
     assert result.exit_code == 0, (result.output, result.exception)
     assert schema_and_data(database) == before
@@ -180,9 +201,9 @@ def test_upgrade_of_a_current_database_changes_nothing(app_on, tmp_path, preserv
     assert client.get("/api/keys", auth=(keys["sdk_integration"], "")).status_code == 200
 
 
-def test_models_match_the_migrations(app_on, tmp_path):
-    app = app_on(tmp_path / "compare.sqlite3")
-    upgrade_embedded(app)
+def test_models_match_the_migrations(app_on, new_database):
+    app = app_on(new_database())
+    upgrade(app)
     with app.app_context(), db.engine.connect() as connection:
         context = MigrationContext.configure(
             connection, opts={"compare_type": True, "compare_server_default": True}
@@ -195,13 +216,16 @@ def test_there_is_a_single_head():
     assert len(SCRIPTS.get_heads()) == 1
 
 
-def test_keys_made_at_the_first_revision_still_authenticate_after_upgrade_to_head(app_on, tmp_path):
-    app = app_on(tmp_path / "old.sqlite3")
+def test_keys_made_at_the_first_revision_still_authenticate_after_upgrade_to_head(
+    app_on, new_database
+):
+    database = new_database()
+    app = app_on(database)
     with app.app_context():
         command.upgrade(alembic_config(), SCRIPTS.get_base())
         insert_first_revision_keys(db.engine)
-    upgrade_embedded(app)
-    assert_current(tmp_path / "old.sqlite3")
+    upgrade(app)
+    assert_current(database)
     client = app.test_client()
     sdk, telemetry, custom = (full_key for _, full_key, _, _ in OLD_KEYS)
     listing = client.get("/api/keys", auth=(sdk, ""))

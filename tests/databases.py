@@ -1,0 +1,82 @@
+"""The databases the suite runs on: SQLite files by default, PostgreSQL when the
+TEST_DATABASE_URL environment variable names a server.
+
+On PostgreSQL every run makes databases of its own (named ``apikeys_test_<random>``) on
+that server and drops them when it ends; the database the URL names is only used to
+create and drop them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import URL, make_url
+
+from app.config import normalized_database_url
+
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
+ON_POSTGRESQL = bool(TEST_DATABASE_URL)
+BACKEND = "postgresql" if ON_POSTGRESQL else "sqlite"
+
+# For tests whose rule is about the embedded SQLite file itself.
+sqlite_only = pytest.mark.skipif(ON_POSTGRESQL, reason="about the SQLite file: SQLite runs only")
+# For tests that need a PostgreSQL server whichever database the run is on.
+needs_postgresql = pytest.mark.skipif(
+    not ON_POSTGRESQL, reason="TEST_DATABASE_URL is not set: PostgreSQL tests skipped"
+)
+
+
+def _server() -> URL:
+    url = make_url(normalized_database_url(TEST_DATABASE_URL))
+    if url.get_backend_name() != "postgresql":
+        raise pytest.UsageError("TEST_DATABASE_URL must name a PostgreSQL database")
+    return url
+
+
+def _administer(statement: str) -> None:
+    """CREATE and DROP DATABASE run outside a transaction, on the URL's own database."""
+    engine = create_engine(_server(), isolation_level="AUTOCOMMIT", hide_parameters=True)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def new_postgresql_database() -> str:
+    """An empty database of this run's own; its URL."""
+    name = f"apikeys_test_{secrets.token_hex(6)}"
+    _administer(f'CREATE DATABASE "{name}"')
+    return _server().set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgresql_database(url: str) -> None:
+    name = make_url(url).database
+    _administer(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def new_database_url(folder: Path, name: str) -> str:
+    """A URL for a brand new, empty database: a file in `folder`, or a PostgreSQL database."""
+    if ON_POSTGRESQL:
+        return new_postgresql_database()
+    return f"sqlite:///{folder / name}"
+
+
+def drop_database(url: str) -> None:
+    if make_url(url).get_backend_name() == "postgresql":
+        drop_postgresql_database(url)
+
+
+def empty_tables(url: str) -> None:
+    """Remove every organization and key, keeping the schema (PostgreSQL's per-test reset)."""
+    engine = create_engine(url, hide_parameters=True)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("SET LOCAL lock_timeout = '10s'"))
+            connection.execute(text("TRUNCATE api_keys, organizations RESTART IDENTITY"))
+    finally:
+        engine.dispose()
