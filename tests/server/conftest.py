@@ -1,7 +1,10 @@
-"""A real gunicorn serving wsgi:app, as `make run` starts it, on a fresh SQLite file.
+"""A real gunicorn serving wsgi:app with the project's gunicorn.conf.py, as `make run`
+starts it, on a fresh database: a new SQLite file, or a new PostgreSQL database (upgraded
+with `flask --app app db upgrade` first, as an operator does) when TEST_DATABASE_URL is set.
 
 Every server is bound to 127.0.0.1 on a free port, started with several workers, waited
-for until each worker has loaded the application, and always stopped when its test ends.
+for until each worker has loaded the application, and always stopped (and its PostgreSQL
+database dropped) when its test ends.
 """
 
 from __future__ import annotations
@@ -13,26 +16,25 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from app.config import ENVIRONMENT
+from tests.databases import drop_database, new_database_url
 
 PROJECT = Path(__file__).resolve().parents[2]
-GUNICORN = PROJECT / ".venv" / "bin" / "gunicorn"
-START_TIMEOUT = 15.0
-REQUEST_TIMEOUT = 5.0
-# Test-only gunicorn hook: a log line once a worker has loaded wsgi:app (after the
-# first-start bootstrap), so that a test knows when every worker is ready.
-READY = "test-hook worker ready pid="
-HOOKS = f"""
-def post_worker_init(worker):
-    worker.log.info("{READY}%s", worker.pid)
-"""
+BIN = Path(sys.executable).parent
+START_TIMEOUT = 30.0
+REQUEST_TIMEOUT = 10.0
+# gunicorn.conf.py's post_worker_init prints this once a worker has loaded wsgi:app
+# (after the first-start bootstrap): the worker can answer.
+READY = "Worker ready (pid: "
 
 
 @dataclass
@@ -51,11 +53,25 @@ class Server:
 
     process: subprocess.Popen
     port: int
-    database: Path
+    database: str  # its URL
+    env: dict[str, str]
     stdout: Path
     stderr: Path
     workers: int
     ready_pids: list[int] = field(default_factory=list)
+
+    def query(self, statement: str) -> list:
+        """Rows of one SQL statement, read beside the server."""
+        engine = create_engine(self.database, hide_parameters=True)
+        try:
+            with engine.connect() as connection:
+                return connection.execute(text(statement)).all()
+        finally:
+            engine.dispose()
+
+    def flask(self, *args: str) -> subprocess.CompletedProcess:
+        """`flask --app app ...` on the server's database, as the operator runs it."""
+        return run_flask(self.env, *args)
 
     def output(self) -> str:
         """Everything gunicorn and its workers printed so far, stdout then stderr."""
@@ -103,7 +119,7 @@ class Server:
             if self.process.poll() is not None:
                 pytest.fail(f"gunicorn exited with {self.process.returncode}:\n{self.output()}")
             pids = [
-                int(line.split(READY, 1)[1].split()[0])
+                int(line.split(READY, 1)[1].split(")")[0])
                 for line in self.stderr.read_text().splitlines()
                 if READY in line
             ]
@@ -129,34 +145,47 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def run_flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    completed = subprocess.run(
+        [str(BIN / "flask"), "--app", "app", *args],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed
+
+
 @pytest.fixture
 def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
-    """Start gunicorn on a fresh, empty SQLite file; every server is stopped afterwards."""
+    """Start gunicorn on a fresh, empty database; every server is stopped afterwards."""
     servers: list[Server] = []
 
-    def start(workers: int = 3) -> Server:
+    def start(workers: int = 3, env: dict[str, str] | None = None) -> Server:
         run = tmp_path / f"server-{len(servers)}"
         run.mkdir()
-        database = run / "x.sqlite3"
-        database.touch()  # a brand new, empty file
-        hooks = run / "hooks.py"
-        hooks.write_text(HOOKS)
-        env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-        env |= {"DATABASE_URL": f"sqlite:///{database}", "PYTHONUNBUFFERED": "1"}
+        database = new_database_url(run, "x.sqlite3")
+        server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
+        server_env |= {"DATABASE_URL": database, "PYTHONUNBUFFERED": "1", **(env or {})}
+        if not database.startswith("sqlite"):
+            run_flask(server_env, "db", "upgrade")
         port = free_port()
         stdout, stderr = run / "stdout.txt", run / "stderr.txt"
-        command = [str(GUNICORN), "--workers", str(workers), "--bind", f"127.0.0.1:{port}"]
-        command += ["--no-control-socket", "--config", str(hooks), "--graceful-timeout", "5"]
+        command = [str(BIN / "gunicorn"), "--workers", str(workers)]
+        command += ["--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5"]
         with stdout.open("wb") as out, stderr.open("wb") as err:
             process = subprocess.Popen(
                 [*command, "wsgi:app"],
-                cwd=PROJECT,
-                env=env,
+                cwd=PROJECT,  # where gunicorn.conf.py is read from
+                env=server_env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
             )
-        server = Server(process, port, database, stdout, stderr, workers)
+        server = Server(process, port, database, server_env, stdout, stderr, workers)
         servers.append(server)
         server.wait_until_ready(workers)
         return server
@@ -164,3 +193,4 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
     yield start
     for server in servers:
         server.stop()
+        drop_database(server.database)

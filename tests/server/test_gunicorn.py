@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 
 FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
 NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
@@ -18,13 +16,12 @@ WORKERS = 3
 
 
 def organizations(server) -> list[str]:
-    with closing(sqlite3.connect(server.database)) as connection:
-        return [name for (name,) in connection.execute("SELECT name FROM organizations")]
+    return [name for (name,) in server.query("SELECT name FROM organizations")]
 
 
 def key_count(server) -> int:
-    with closing(sqlite3.connect(server.database)) as connection:
-        return connection.execute("SELECT count(*) FROM api_keys").fetchone()[0]
+    [(count,)] = server.query("SELECT count(*) FROM api_keys")
+    return count
 
 
 def printed_keys(server) -> list[str]:

@@ -1,0 +1,41 @@
+"""gunicorn's settings for the service: `gunicorn wsgi:app` reads this file from the
+working directory. Command-line options override it; the environment variables below
+tune it without editing."""
+
+from __future__ import annotations
+
+import os
+
+# Where to listen: 127.0.0.1:5000 unless HOST and PORT say otherwise (HOST=0.0.0.0 to
+# serve other machines, behind a proxy that terminates TLS).
+bind = [f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '5000')}"]
+
+# Sync workers: each request is a few milliseconds of CPU and one or two indexed queries.
+# WEB_CONCURRENCY sets their number; by default two per CPU, plus one.
+workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1) + 1))
+
+# A worker silent for 30 s is killed and replaced; on SIGTERM, requests in flight get
+# 20 s to finish (a database write waits at most 5 s for SQLite's lock).
+timeout = 30
+graceful_timeout = 20
+
+# Not preloaded: each worker opens its own database connections after the fork, and the
+# first-start bootstrap (migrations and the `default` organization) runs in every worker
+# but does its work once, under a file lock and a unique organization name.
+preload_app = False
+
+# No control socket: gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, one path for
+# every server the user runs. `gunicornc` is not needed to run the service.
+control_socket_disable = True
+
+# One access line per request on stdout, without the Basic user name (which is the key).
+# The logger class masks keys whatever the format says, so that a format changed here
+# cannot print one (see app/logs.py).
+accesslog = "-"
+access_log_format = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
+logger_class = "app.logs.GunicornLogger"
+
+
+def post_worker_init(worker) -> None:
+    """One line once a worker can answer: after the first-start work, before any request."""
+    worker.log.info("Worker ready (pid: %s)", worker.pid)
