@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 HOST ?= 127.0.0.1
 PORT ?= 5000
-WORKERS ?= 2
+# Empty: gunicorn.conf.py picks two workers per CPU, plus one.
+WORKERS ?=
 BIN := $(VENV)/bin
 
 .PHONY: install run dev test lint clean
@@ -23,7 +24,7 @@ install: $(VENV)/.installed
 
 run: install
 	$(BIN)/flask --app app db upgrade
-	$(BIN)/gunicorn --workers $(WORKERS) --bind $(HOST):$(PORT) --no-control-socket wsgi:app
+	HOST=$(HOST) PORT=$(PORT) $(if $(WORKERS),WEB_CONCURRENCY=$(WORKERS)) $(BIN)/gunicorn wsgi:app
 
 dev: install
 	$(BIN)/flask --app wsgi run --debug --host $(HOST) --port $(PORT)
