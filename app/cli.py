@@ -10,7 +10,7 @@ from flask.cli import AppGroup
 from marshmallow import ValidationError
 
 from app.bootstrap import NOTICE, describe_keys
-from app.database import upgrade_embedded
+from app.database import SchemaNotCurrent, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
 from app.scopes import KINDS, SCOPES
@@ -23,6 +23,14 @@ def _one_line(error: ValidationError) -> str:
     """A refused input as one line: each field with its messages."""
     messages = flatten(error.normalized_messages())
     return " ".join(f"{field}: {' '.join(texts)}" for field, texts in messages.items())
+
+
+def _prepare_database() -> None:
+    """Upgrade the embedded SQLite file; refuse, in one line, another un-upgraded database."""
+    try:
+        upgrade_embedded(current_app._get_current_object())
+    except SchemaNotCurrent as error:
+        raise click.ClickException(str(error)) from None
 
 
 def _show(heading: str, keys, as_json: bool, organization: str) -> None:
@@ -42,7 +50,7 @@ def create_organization(name: str, as_json: bool) -> None:
         name = schemas.Name(required=True).deserialize(name)
     except ValidationError as error:
         raise click.ClickException(f"name: {' '.join(error.messages)}") from None
-    upgrade_embedded(current_app._get_current_object())
+    _prepare_database()
     try:
         organization, keys = service.create_organization(name)
     except service.OrganizationError as error:
@@ -71,7 +79,7 @@ def create_key(
         data = schemas.create_key.load(given)
     except ValidationError as error:
         raise click.ClickException(_one_line(error)) from None
-    upgrade_embedded(current_app._get_current_object())
+    _prepare_database()
     try:
         created = service.mint_key(organization, data)
     except service.OrganizationError as error:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from flask import Flask
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -76,10 +78,31 @@ def upgrade(app: Flask) -> None:
             command.upgrade(_alembic_config(), "head")
 
 
+class SchemaNotCurrent(RuntimeError):
+    """The database's schema is not the one this version of the service was written for."""
+
+
+def require_current_schema(app: Flask) -> None:
+    """Refuse to run on a database that `flask --app app db upgrade` has not brought up to
+    date: a clear message at start instead of failing requests later."""
+    heads = set(ScriptDirectory.from_config(_alembic_config()).get_heads())
+    with app.app_context(), db.engine.connect() as connection:
+        current = set(MigrationContext.configure(connection).get_current_heads())
+    if current != heads:
+        found = ", ".join(sorted(current)) or "no schema"
+        raise SchemaNotCurrent(
+            f"the database has {found}; this version needs revision {', '.join(sorted(heads))}:"
+            " run `flask --app app db upgrade` first"
+        )
+
+
 def upgrade_embedded(app: Flask) -> None:
-    """Apply pending migrations when the database is SQLite; other databases are upgraded
-    by the operator with `flask --app app db upgrade`, once per deployment."""
+    """Apply pending migrations when the database is SQLite. Other databases are upgraded
+    by the operator with `flask --app app db upgrade`, once per deployment, and are only
+    checked here."""
     with app.app_context():
-        if db.engine.url.get_backend_name() != "sqlite":
-            return
-    upgrade(app)
+        embedded = db.engine.url.get_backend_name() == "sqlite"
+    if embedded:
+        upgrade(app)
+    else:
+        require_current_schema(app)

@@ -23,8 +23,9 @@ from alembic.script import ScriptDirectory
 
 from app import create_app
 from app.config import ENVIRONMENT
-from app.database import upgrade
+from app.database import SchemaNotCurrent, require_current_schema, upgrade, upgrade_embedded
 from app.extensions import db
+from tests.databases import needs_postgresql
 
 PROJECT = Path(__file__).resolve().parent.parent
 MIGRATIONS = PROJECT / "migrations"
@@ -294,3 +295,30 @@ def test_key_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tm
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "acme" in result.stderr and "table" not in result.stderr, result.stderr
     assert_current(database)
+
+
+@needs_postgresql
+def test_cli_on_a_postgresql_database_not_yet_upgraded_says_to_run_db_upgrade(app_on, new_database):
+    app = app_on(new_database())
+    result = app.test_cli_runner().invoke(args=["org", "create", "acme"])
+    assert result.exit_code == 1
+    assert "flask --app app db upgrade" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_server_refuses_to_start_on_a_database_behind_the_code(app_on, new_database):
+    """What wsgi.py runs first: SQLite is upgraded, any other database only checked."""
+    database = new_database()
+    app = app_on(database)
+    if database.startswith("sqlite"):
+        upgrade_embedded(app)
+        assert_current(database)
+        return
+    with pytest.raises(SchemaNotCurrent, match=r"no schema.*flask --app app db upgrade"):
+        upgrade_embedded(app)
+    upgrade(app)
+    upgrade_embedded(app)  # current now: nothing to say
+    with app.app_context():
+        command.downgrade(alembic_config(), "base")
+    with pytest.raises(SchemaNotCurrent, match="flask --app app db upgrade"):
+        require_current_schema(app)
