@@ -77,6 +77,22 @@ def test_database_url_selects_the_database(start, database_url):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
+def test_postgresql_urls_use_psycopg_3_the_driver_installed_with_the_service(
+    start, environment, scheme
+):
+    environment.setenv("DATABASE_URL", f"{scheme}://keys:p%40ss@db.example:5432/keys")
+    app = start()
+    with app.app_context():
+        url = db.engine.url  # not connected
+    assert (url.drivername, url.password, url.host, url.database) == (
+        "postgresql+psycopg",
+        "p@ss",
+        "db.example",
+        "keys",
+    )
+
+
 def test_key_prefix_variable_changes_the_prefix_of_new_keys(start, database_url, environment):
     environment.setenv("KEY_PREFIX", "envco_")
     app = start()
