@@ -77,6 +77,7 @@ def empty_tables(url: str) -> None:
     try:
         with engine.begin() as connection:
             connection.execute(text("SET LOCAL lock_timeout = '10s'"))
-            connection.execute(text("TRUNCATE api_keys, organizations RESTART IDENTITY"))
+            connection.execute(text("DELETE FROM api_keys"))
+            connection.execute(text("DELETE FROM organizations"))
     finally:
         engine.dispose()
