@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import cli, config, database, errors, health, logs
 from app.extensions import db, limiter, migrate
@@ -15,6 +16,7 @@ from app.keys import views
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, instance_relative_config=True)
     register_config(app, test_config)
+    register_proxies(app)
     register_logging(app)
     register_extensions(app)
     register_blueprints(app)
@@ -26,6 +28,14 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
     config.load(app, test_config)
     app.json.sort_keys = False  # fields in the order the specification lists them
+
+
+def register_proxies(app: Flask) -> None:
+    """Behind TRUSTED_PROXIES proxies, the client's address and scheme are the ones they
+    forward (X-Forwarded-For, X-Forwarded-Proto), not the nearest proxy's."""
+    hops = app.config["TRUSTED_PROXIES"]
+    if hops:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
 
 
 def register_logging(app: Flask) -> None:

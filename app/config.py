@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "RATELIMIT_STORAGE_URI": "memory://",
     "RATELIMIT_AUTH_FAILURES": "100/minute",
     "RATELIMIT_PER_KEY": "6000/minute",
+    "TRUSTED_PROXIES": 0,
 }
 
 
@@ -89,6 +90,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RATELIMIT_AUTH_FAILURES": ("RATELIMIT_AUTH_FAILURES", _rate),
     # Requests one key may make per period before it gets 429.
     "RATELIMIT_PER_KEY": ("RATELIMIT_PER_KEY", _rate),
+    # Proxies or load balancers in front that set X-Forwarded-For: the client's address (for
+    # the limit per address) is taken that many hops back. 0 trusts no such header.
+    "TRUSTED_PROXIES": ("TRUSTED_PROXIES", _non_negative_int),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

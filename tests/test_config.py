@@ -155,3 +155,9 @@ def test_bad_value_is_refused_at_start_naming_the_variable(
     message = str(refused.value)
     config_key = ENVIRONMENT[variable][0]
     assert variable in message or config_key in message, message
+
+
+def test_every_environment_variable_is_in_the_readmes_configuration_table():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = {line.split("|")[1].strip(" `") for line in readme.splitlines() if line.startswith("| `")}
+    assert set(ENVIRONMENT) <= rows, set(ENVIRONMENT) - rows

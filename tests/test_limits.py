@@ -101,3 +101,31 @@ def test_a_limit_that_is_not_a_rate_is_refused_at_start(variable, value, monkeyp
     monkeypatch.setenv(variable, value)
     with pytest.raises(RuntimeError, match=variable):
         create_app({"SQLALCHEMY_DATABASE_URI": database_url})
+
+
+def failing_from(client, forwarded_for: str):
+    return client.get(
+        "/api/keys",
+        auth=("ak_wrong", ""),
+        headers={"X-Forwarded-For": forwarded_for},
+        environ_base={"REMOTE_ADDR": "127.0.0.1"},  # the proxy
+    )
+
+
+@pytest.mark.parametrize("app_config", [{"RATELIMIT_AUTH_FAILURES": "3/minute"}])
+def test_without_trusted_proxies_a_forged_forwarded_for_changes_nothing(client):
+    for attempt in range(3):
+        assert failing_from(client, f"203.0.113.{attempt}").status_code == 401
+    assert_rate_limited(failing_from(client, "203.0.113.99"))
+
+
+@pytest.mark.parametrize(
+    "app_config", [{"RATELIMIT_AUTH_FAILURES": "3/minute", "TRUSTED_PROXIES": 1}]
+)
+def test_behind_a_trusted_proxy_failures_count_per_forwarded_client(client):
+    for _ in range(3):
+        assert failing_from(client, "203.0.113.7").status_code == 401
+    assert_rate_limited(failing_from(client, "203.0.113.7"))
+    assert failing_from(client, "198.51.100.8").status_code == 401  # another client
+    # Only the last hop is the trusted proxy's: what the client itself wrote before it is not.
+    assert_rate_limited(failing_from(client, "198.51.100.9, 203.0.113.7"))
