@@ -7,9 +7,10 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 
-from flask import Flask, Response
+from flask import Flask, Response, current_app
 from flask_limiter.errors import RateLimitExceeded
 from marshmallow import ValidationError
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
@@ -131,7 +132,20 @@ def handle_validation_error(error: ValidationError) -> Response:
     )
 
 
+def handle_database_unavailable(error: OperationalError) -> Response:
+    """The database did not answer (down, unreachable, or locked past SQLite's busy
+    timeout): 503, which a client may retry, rather than a fault of the service."""
+    current_app.logger.error("the database did not answer: %s", type(error.orig).__name__)
+    return problem(
+        503,
+        "unavailable",
+        "The database does not answer; retry shortly.",
+        headers=[("Retry-After", "1")],
+    )
+
+
 def register(app: Flask) -> None:
     """On the app, not the blueprint: routing 404 and 405 never reach a blueprint."""
     app.register_error_handler(HTTPException, handle_http_exception)
     app.register_error_handler(ValidationError, handle_validation_error)
+    app.register_error_handler(OperationalError, handle_database_unavailable)
