@@ -5,6 +5,7 @@ from logging.config import fileConfig
 
 from alembic import context
 from flask import current_app
+from sqlalchemy import event
 
 config = context.config
 
@@ -46,9 +47,43 @@ def run_migrations_online():
     conf_args.setdefault("render_as_batch", True)
 
     with target_db.engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            _prepare_sqlite(connection)
+            conf_args["transactional_ddl"] = True
         context.configure(connection=connection, target_metadata=target_db.metadata, **conf_args)
-        with context.begin_transaction():
-            context.run_migrations()
+        try:
+            with context.begin_transaction():
+                context.run_migrations()
+                if sqlite:
+                    _check_foreign_keys(connection)
+        finally:
+            if sqlite:
+                # Its settings are the migration's: never hand it to the application.
+                connection.invalidate()
+
+
+def _prepare_sqlite(connection):
+    """All of a migration in one transaction, without foreign key actions.
+
+    A batch migration rebuilds a table by copying it, dropping it and renaming the copy:
+    with foreign keys on, dropping `organizations` would be refused (or would cascade)
+    because of the keys that refer to it, and Python's sqlite3 would run the DDL outside
+    any transaction, leaving a half-done rebuild behind on failure. So: foreign keys off
+    (only possible outside a transaction), sqlite3's own transaction handling off, and one
+    BEGIN IMMEDIATE of ours around everything; the references are checked before COMMIT.
+    """
+    connection.connection.driver_connection.isolation_level = None
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    connection.commit()
+    event.listen(connection, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+
+
+def _check_foreign_keys(connection):
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        tables = ", ".join(sorted({row[0] for row in broken}))
+        raise RuntimeError(f"the migration leaves rows that refer to nothing, in: {tables}")
 
 
 if context.is_offline_mode():

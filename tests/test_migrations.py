@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -326,3 +327,80 @@ def test_start_on_postgresql_checks_the_schema_and_changes_nothing(app_on, new_d
     with pytest.raises(SchemaNotCurrent):
         upgrade_embedded(app)
     assert tables_and_revision(database) == (set(), None)
+
+
+REBUILD_ORGANIZATIONS = '''
+"""A later revision that rebuilds the table every key refers to."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "9001"
+down_revision = "{head}"
+branch_labels = None
+depends_on = None
+
+
+def rebuild():
+    """SQLite copies the table; other databases alter it in place."""
+    return "always" if op.get_context().dialect.name == "sqlite" else "auto"
+
+
+def upgrade():
+    with op.batch_alter_table("organizations", recreate=rebuild()) as batch:
+        batch.add_column(sa.Column("note", sa.String(length=20), nullable=True))
+    {extra}
+
+
+def downgrade():
+    with op.batch_alter_table("organizations", recreate=rebuild()) as batch:
+        batch.drop_column("note")
+'''
+
+
+def scripts_with_revision(folder: Path, extra: str = "") -> Config:
+    """This project's migrations plus one more revision, in a folder of the test's own."""
+    location = folder / "migrations"
+    shutil.copytree(MIGRATIONS, location, ignore=shutil.ignore_patterns("__pycache__"))
+    text = REBUILD_ORGANIZATIONS.format(head=SCRIPTS.get_current_head(), extra=extra)
+    (location / "versions" / "9001_rebuild_organizations.py").write_text(text)
+    config = Config(str(location / "alembic.ini"))
+    config.set_main_option("script_location", str(location))
+    config.attributes["configure_logging"] = False
+    return config
+
+
+def test_a_revision_that_rebuilds_a_referenced_table_keeps_every_key(
+    app_on, new_database, tmp_path
+):
+    """SQLite rebuilds a table to alter it: with foreign keys on, dropping `organizations`
+    under its keys would fail half-way; the migration environment turns them off."""
+    database = new_database()
+    app = app_on(database)
+    upgrade(app)
+    keys = make_org(app)
+    with app.app_context():
+        command.upgrade(scripts_with_revision(tmp_path), "head")
+    names, revision = tables_and_revision(database)
+    assert revision == "9001"
+    assert not [name for name in names if name.startswith("_alembic_tmp")], names
+    client = app.test_client()
+    listing = client.get("/api/keys", auth=(keys["sdk_integration"], ""))
+    assert listing.status_code == 200, listing.json
+    assert len(listing.json["data"]) == 2
+    # The application's own connections still enforce the references afterwards.
+    with app.app_context(), pytest.raises(sa.exc.IntegrityError):
+        db.session.execute(sa.text("DELETE FROM organizations"))
+        db.session.commit()
+
+
+def test_a_revision_that_breaks_a_reference_is_undone_whole(app_on, new_database, tmp_path):
+    database = new_database()
+    app = app_on(database)
+    upgrade(app)
+    make_org(app)
+    before = schema_and_data(database)
+    orphan = "op.execute('UPDATE api_keys SET organization_id = 999')"
+    with app.app_context(), pytest.raises(Exception, match=r"refer|foreign key"):
+        command.upgrade(scripts_with_revision(tmp_path, orphan), "head")
+    assert schema_and_data(database) == before
