@@ -67,7 +67,8 @@ def _schema_lock(database: str | None):
 
 
 def upgrade(app: Flask) -> None:
-    """Bring the database's schema to the newest revision, as `flask db upgrade` does."""
+    """Bring the database's schema to the newest revision, as `flask db upgrade` does;
+    leave alone one that a newer version of the service has already upgraded."""
     with app.app_context():
         url = db.engine.url
         in_memory = url.database in (None, "", ":memory:")
@@ -75,25 +76,49 @@ def upgrade(app: Flask) -> None:
         if sqlite_file:
             os.makedirs(os.path.dirname(url.database) or ".", exist_ok=True)
         with _schema_lock(url.database if sqlite_file else None):
-            command.upgrade(_alembic_config(), "head")
+            current, _, known = _schema_revisions(app)
+            if not _newer_than_the_code(app, current, known):
+                command.upgrade(_alembic_config(), "head")
 
 
 class SchemaNotCurrent(RuntimeError):
-    """The database's schema is not the one this version of the service was written for."""
+    """The database's schema is older than the one this version of the service needs."""
+
+
+def _schema_revisions(app: Flask) -> tuple[set[str], set[str], set[str]]:
+    """The database's revisions, the code's heads, and every revision the code knows."""
+    scripts = ScriptDirectory.from_config(_alembic_config())
+    known = {script.revision for script in scripts.walk_revisions()}
+    with app.app_context(), db.engine.connect() as connection:
+        current = set(MigrationContext.configure(connection).get_current_heads())
+    return current, set(scripts.get_heads()), known
+
+
+def _newer_than_the_code(app: Flask, current: set[str], known: set[str]) -> bool:
+    """A revision this code does not know was written by a newer version of the service:
+    during a rolling deploy, old workers keep serving beside the upgraded ones (every
+    revision keeps the previous version working, see migrations/README)."""
+    newer = sorted(current - known)
+    if newer:
+        app.logger.warning(
+            "The database's schema is at revision %s, newer than this version of the "
+            "service knows; serving on it.",
+            ", ".join(newer),
+        )
+    return bool(newer)
 
 
 def require_current_schema(app: Flask) -> None:
     """Refuse to run on a database that `flask --app app db upgrade` has not brought up to
     date: a clear message at start instead of failing requests later."""
-    heads = set(ScriptDirectory.from_config(_alembic_config()).get_heads())
-    with app.app_context(), db.engine.connect() as connection:
-        current = set(MigrationContext.configure(connection).get_current_heads())
-    if current != heads:
-        found = ", ".join(sorted(current)) or "no schema"
-        raise SchemaNotCurrent(
-            f"the database has {found}; this version needs revision {', '.join(sorted(heads))}:"
-            " run `flask --app app db upgrade` first"
-        )
+    current, heads, known = _schema_revisions(app)
+    if current == heads or _newer_than_the_code(app, current, known):
+        return
+    found = ", ".join(sorted(current)) or "no schema"
+    raise SchemaNotCurrent(
+        f"the database has {found}; this version needs revision {', '.join(sorted(heads))}:"
+        " run `flask --app app db upgrade` first"
+    )
 
 
 def upgrade_embedded(app: Flask) -> None:

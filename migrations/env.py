@@ -59,8 +59,7 @@ def run_migrations_online():
                     _check_foreign_keys(connection)
         finally:
             if sqlite:
-                # Its settings are the migration's: never hand it to the application.
-                connection.invalidate()
+                _restore_sqlite(connection)
 
 
 def _prepare_sqlite(connection):
@@ -76,7 +75,20 @@ def _prepare_sqlite(connection):
     connection.connection.driver_connection.isolation_level = None
     connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
     connection.commit()
-    event.listen(connection, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    event.listen(connection, "begin", _begin_immediate)
+
+
+def _begin_immediate(connection):
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _restore_sqlite(connection):
+    """Back to the settings app/database.py gives every connection (an in-memory database
+    lives only as long as its one connection, so this one is kept, not discarded)."""
+    event.remove(connection, "begin", _begin_immediate)
+    connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+    connection.commit()
+    connection.connection.driver_connection.isolation_level = "IMMEDIATE"
 
 
 def _check_foreign_keys(connection):

@@ -404,3 +404,22 @@ def test_a_revision_that_breaks_a_reference_is_undone_whole(app_on, new_database
     with app.app_context(), pytest.raises(Exception, match=r"refer|foreign key"):
         command.upgrade(scripts_with_revision(tmp_path, orphan), "head")
     assert schema_and_data(database) == before
+
+
+def test_a_database_a_newer_version_upgraded_is_served_with_a_warning(
+    app_on, new_database, tmp_path, caplog
+):
+    """A rolling deploy: the new version's `db upgrade` ran, old workers still start."""
+    database = new_database()
+    app = app_on(database)
+    upgrade(app)
+    keys = make_org(app)
+    with app.app_context():
+        command.upgrade(scripts_with_revision(tmp_path), "head")
+    before = schema_and_data(database)
+    require_current_schema(app)
+    upgrade_embedded(app)
+    assert "revision 9001, newer than this version" in caplog.text
+    assert schema_and_data(database) == before
+    client = app.test_client()
+    assert client.get("/api/keys", auth=(keys["sdk_integration"], "")).status_code == 200
