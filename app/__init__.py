@@ -43,6 +43,7 @@ def register_logging(app: Flask) -> None:
 
 
 def register_extensions(app: Flask) -> None:
+    database.engine_options(app)
     db.init_app(app)
     migrate.init_app(app, db, directory=str(database.MIGRATIONS))
     limiter.init_app(app)

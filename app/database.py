@@ -13,11 +13,16 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from flask import Flask
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 
 from app.extensions import db
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+# A PostgreSQL statement waits at most 5 s for another transaction's row lock and runs at
+# most 10 s: past that, the request gets 503 and a retry, and its worker is free again.
+# SQLite's equivalent is busy_timeout, below.
+POSTGRESQL_TIMEOUTS = "-c lock_timeout=5000 -c statement_timeout=10000"
 
 
 def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
@@ -35,6 +40,25 @@ def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
     cursor.execute("PRAGMA busy_timeout=5000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def engine_options(app: Flask) -> None:
+    """Set PostgreSQL's timeouts (a dialect switch: PostgreSQL only) unless the database
+    URL (`?options=...`) or SQLALCHEMY_ENGINE_OPTIONS' connect_args already set options.
+    Runs before the engine is made."""
+    url = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
+    options = app.config["SQLALCHEMY_ENGINE_OPTIONS"]
+    connect_args = options.get("connect_args", {})
+    if (
+        url.get_backend_name() != "postgresql"
+        or "options" in url.query
+        or "options" in connect_args
+    ):
+        return
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
+        **options,
+        "connect_args": {**connect_args, "options": POSTGRESQL_TIMEOUTS},
+    }
 
 
 def configure(app: Flask) -> None:

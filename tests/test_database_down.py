@@ -4,9 +4,13 @@ problem shape (a client may retry), never a 500 and never a detail of the databa
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from app import create_app
 from app.extensions import db
+from app.keyformat import identifier_of
+from tests.databases import needs_postgresql
 
 UNREACHABLE = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=2",
@@ -42,3 +46,36 @@ def test_the_log_names_the_failure_without_the_key(down, caplog):
     down.get("/api/keys", auth=(KEY, ""))
     assert "the database did not answer: OperationalError" in caplog.text
     assert KEY not in caplog.text
+
+
+@needs_postgresql
+def test_postgresql_statements_have_lock_and_statement_timeouts(app):
+    with app.app_context():
+        assert db.session.scalar(text("SHOW lock_timeout")) == "5s"
+        assert db.session.scalar(text("SHOW statement_timeout")) == "10s"
+
+
+@needs_postgresql
+def test_a_row_lock_held_too_long_ends_in_503_not_a_hung_worker(database_url, org, make_key):
+    """The URL's own options win over the defaults: here a 0.3 s lock wait, to be quick."""
+    identifier = identifier_of(make_key(name="locked elsewhere"))
+    url = make_url(database_url).update_query_dict({"options": "-c lock_timeout=300"})
+    impatient = create_app(
+        {"TESTING": True, "SQLALCHEMY_DATABASE_URI": url.render_as_string(hide_password=False)}
+    )
+    client = impatient.test_client()
+    other = create_engine(database_url)
+    try:
+        with other.begin() as holder:
+            holder.execute(
+                text("SELECT id FROM api_keys WHERE identifier = :i FOR UPDATE"), {"i": identifier}
+            )
+            response = client.delete(f"/api/keys/{identifier}", auth=(org.sdk, ""))
+        assert response.status_code == 503, response.json
+        assert response.headers["Retry-After"] == "1"
+        # The lock is gone: the same delete now succeeds.
+        assert client.delete(f"/api/keys/{identifier}", auth=(org.sdk, "")).status_code == 204
+    finally:
+        other.dispose()
+        with impatient.app_context():
+            db.engine.dispose()
