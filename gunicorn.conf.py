@@ -30,10 +30,10 @@ control_socket_disable = True
 
 # One access line per request on stdout, without the Basic user name (which is the key).
 # The logger class masks keys whatever the format says, so that a format changed here
-# cannot print one (see app/logs.py).
+# cannot print one (see app/gunicorn_logger.py).
 accesslog = "-"
 access_log_format = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
-logger_class = "app.logs.GunicornLogger"
+logger_class = "app.gunicorn_logger.GunicornLogger"
 
 
 def post_worker_init(worker) -> None:

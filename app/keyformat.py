@@ -18,6 +18,7 @@ import hashlib
 import re
 import secrets
 import zlib
+from urllib.parse import unquote
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 IDENTIFIER_RANDOM_LENGTH = 12
@@ -88,12 +89,26 @@ def shown(identifier: str) -> str:
     return identifier + SHOWN_SUFFIX
 
 
+_MAX_UNESCAPES = 4
 _CANDIDATE = re.compile(f"[A-Za-z0-9_]{{{MIN_IDENTIFIER_LENGTH + TAIL_LENGTH},}}")
+
+
+def _masked_literally(text: str) -> str:
+    return _CANDIDATE.sub(lambda match: shown(identifier_of(match.group())), text)
 
 
 def masked(text: str) -> str:
     """`text` with everything as long as a key shown as `<identifier>...` (for log lines).
 
-    The checksum is not asked: a mistyped key is still nearly all secret.
+    The checksum is not asked: a mistyped key is still nearly all secret. A key written
+    with percent-escapes (`ak%5F...`, even escaped twice), as a raw request line may hold
+    it, is found too: such a line is shown decoded, then masked.
     """
-    return _CANDIDATE.sub(lambda match: shown(identifier_of(match.group())), text)
+    decoded = text
+    for _ in range(_MAX_UNESCAPES):
+        decoded, undecoded = unquote(decoded), decoded
+        if decoded == undecoded:
+            break
+    if decoded != text and _CANDIDATE.search(decoded):
+        return _masked_literally(decoded)
+    return _masked_literally(text)

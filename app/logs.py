@@ -1,12 +1,11 @@
-"""No full key in any log line: the service's and gunicorn's loggers show keys as
-`<identifier>...`."""
+"""No full key in any log line: the service's loggers show keys as `<identifier>...`
+(gunicorn's are set up in app/gunicorn_logger.py)."""
 
 from __future__ import annotations
 
 import logging
 
 from flask import Flask
-from gunicorn import glogging
 
 from app import keyformat
 
@@ -26,23 +25,3 @@ def register(app: Flask) -> None:
     for logger in (app.logger, logging.getLogger("werkzeug")):
         if not any(isinstance(f, MaskKeys) for f in logger.filters):
             logger.addFilter(MaskKeys())
-
-
-class GunicornLogger(glogging.Logger):
-    """gunicorn's error and access logs with keys masked, whatever access_log_format asks:
-    the Basic user name (which is the key) and the Authorization header are never printed,
-    and a key in the path or query shows as `<identifier>...` (gunicorn.conf.py)."""
-
-    def setup(self, cfg) -> None:
-        super().setup(cfg)
-        for logger in (self.error_log, self.access_log):
-            if not any(isinstance(f, MaskKeys) for f in logger.filters):
-                logger.addFilter(MaskKeys())
-
-    def atoms(self, resp, req, environ, request_time) -> dict:
-        atoms = super().atoms(resp, req, environ, request_time)
-        atoms["u"] = "-"
-        for name in atoms:
-            if "authorization" in name:
-                atoms[name] = "-"
-        return atoms

@@ -9,10 +9,11 @@ import runpy
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 from gunicorn.config import Config
 
-from app.logs import GunicornLogger
+from app.gunicorn_logger import GunicornLogger
 
 PROJECT = Path(__file__).resolve().parent.parent
 KEY = "ak_DVIJcZUXMfmeznSOa3WWtlPqvGQLz9P377d76K01pTtI0KIp3P"
@@ -28,7 +29,7 @@ def access_line(tmp_path: Path, log_format: str, authorization: str, path: str) 
     environ = {
         "REQUEST_METHOD": "GET",
         "RAW_URI": path,
-        "PATH_INFO": path.split("?")[0],
+        "PATH_INFO": unquote(path.split("?")[0]),  # as gunicorn decodes it
         "QUERY_STRING": path.partition("?")[2],
         "SERVER_PROTOCOL": "HTTP/1.1",
         "REMOTE_ADDR": "127.0.0.1",
@@ -51,6 +52,15 @@ def test_an_access_line_asking_for_everything_shows_no_credential_and_no_full_ke
     assert KEY not in line and basic not in line and "Basic" not in line
 
 
+def test_a_key_written_with_percent_escapes_in_the_path_and_query_is_masked(tmp_path):
+    written = KEY.replace("_", "%5F").replace("D", "%44")
+    line = access_line(tmp_path, EVERYTHING, "Bearer " + KEY, f"/api/keys/{written}?k={written}")
+    shown = "ak_DVIJcZUXMfme..."
+    assert (
+        line == f"-|-|-|GET /api/keys/{shown}?k={shown} HTTP/1.1|/api/keys/{shown}|k={shown}|200\n"
+    )
+
+
 def test_a_bearer_credential_that_is_not_key_shaped_is_not_shown_either(tmp_path):
     line = access_line(tmp_path, EVERYTHING, "Bearer hunter2", "/api/keys")
     assert "hunter2" not in line and "Bearer" not in line, line
@@ -58,7 +68,7 @@ def test_a_bearer_credential_that_is_not_key_shaped_is_not_shown_either(tmp_path
 
 def test_gunicorn_conf_uses_this_logger_and_a_format_without_the_user_name():
     settings = runpy.run_path(str(PROJECT / "gunicorn.conf.py"))
-    assert settings["logger_class"] == "app.logs.GunicornLogger"
+    assert settings["logger_class"] == "app.gunicorn_logger.GunicornLogger"
     assert settings["accesslog"] == "-"
     assert "%(u)s" not in settings["access_log_format"]
     assert "authorization" not in settings["access_log_format"].lower()
