@@ -25,6 +25,14 @@ def _one_line(error: ValidationError) -> str:
     return " ".join(f"{field}: {' '.join(texts)}" for field, texts in messages.items())
 
 
+def _organization_name(option: str, value: str) -> str:
+    """An organization's name as the API takes it (no control character, a bounded size)."""
+    try:
+        return schemas.Name(required=True).deserialize(value)
+    except ValidationError as error:
+        raise click.ClickException(f"{option}: {' '.join(error.messages)}") from None
+
+
 def _prepare_database() -> None:
     """Upgrade the embedded SQLite file; refuse, in one line, another un-upgraded database."""
     try:
@@ -46,10 +54,7 @@ def _show(heading: str, keys, as_json: bool, organization: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def create_organization(name: str, as_json: bool) -> None:
     """Create organization NAME with its Telemetry and SDK Integration keys."""
-    try:
-        name = schemas.Name(required=True).deserialize(name)
-    except ValidationError as error:
-        raise click.ClickException(f"name: {' '.join(error.messages)}") from None
+    name = _organization_name("name", name)
     _prepare_database()
     try:
         organization, keys = service.create_organization(name)
@@ -74,6 +79,7 @@ def create_key(
     organization: str, kind: str, name: str, scopes: tuple[str, ...], as_json: bool
 ) -> None:
     """Mint a key in an organization, whatever keys it has left (recovery)."""
+    organization = _organization_name("--org", organization)
     given = {"name": name, "kind": kind} | ({"scopes": list(scopes)} if scopes else {})
     try:
         data = schemas.create_key.load(given)

@@ -156,7 +156,9 @@ def test_org_create_with_a_duplicate_name_json_is_refused_too(runner, sql, org):
     assert_refused(result, sql, before)
 
 
-@pytest.mark.parametrize("name", ["", "   ", "x" * 201], ids=["empty", "blank", "too long"])
+@pytest.mark.parametrize(
+    "name", ["", "   ", "x" * 201, "nul\x00here"], ids=["empty", "blank", "too long", "NUL"]
+)
 def test_org_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, sql, name):
     before = counts(sql)
     result = invoke(runner, "org", "create", name)
@@ -315,3 +317,16 @@ def test_key_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, s
         "--scope", "monitor:read",
     )  # fmt: skip
     assert_refused(result, sql, before)
+
+
+@pytest.mark.parametrize("organization", ["", "nul\x00here", "x" * 201])
+def test_key_create_with_an_invalid_organization_name_is_refused_in_one_line(
+    runner, sql, org, organization
+):
+    """Refused before the database is asked (PostgreSQL cannot even compare a NUL)."""
+    before = counts(sql)
+    result = invoke(
+        runner, "key", "create", "--org", organization, "--kind", "telemetry", "--name", "t"
+    )
+    assert_refused(result, sql, before)
+    assert result.stderr.startswith("Error: --org:"), result.stderr
