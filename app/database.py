@@ -28,11 +28,13 @@ POSTGRESQL_TIMEOUTS = "-c lock_timeout=5000 -c statement_timeout=10000"
 def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
     """WAL lets readers run beside the writer; writers wait their turn instead of failing.
 
-    Python's sqlite3 opens a transaction only before a write statement, and with this
-    isolation level it opens it with BEGIN IMMEDIATE: a writer takes the write lock at the
-    start (waiting up to busy_timeout for it), never by upgrading a read snapshot, which
-    another process's commit would make fail with "database is locked". Reads run outside
-    a transaction, each on the latest commit, as at PostgreSQL's READ COMMITTED.
+    Python's sqlite3 (in its legacy transaction mode, which SQLAlchemy uses) runs reads
+    outside any transaction, each on the latest commit as at PostgreSQL's READ COMMITTED,
+    and opens a transaction only before the first write: with this isolation level, as
+    BEGIN IMMEDIATE, which takes the write lock at once, waiting up to busy_timeout for
+    another process's writer. So a write never upgrades a read snapshot, the one case that
+    fails with "database is locked" however long the timeout. Keep it so: no SAVEPOINT
+    (begin_nested) and no read-then-write transactions of our own on SQLite.
     """
     dbapi_connection.isolation_level = "IMMEDIATE"
     cursor = dbapi_connection.cursor()

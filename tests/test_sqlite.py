@@ -65,8 +65,11 @@ def test_a_write_waits_for_another_process_holding_the_write_lock(client, databa
     assert response.status_code == 201, response.json
 
 
-def test_a_read_then_a_write_succeeds_after_another_process_commits_in_between(app, database, org):
-    """The pattern that fails with "database is locked" when a read snapshot is upgraded."""
+def test_reads_hold_no_snapshot_so_a_later_write_never_needs_an_upgrade(app, database, org):
+    """A read, another process's commit, then a write on the same connection: the read
+    opened no transaction (sqlite3's legacy mode), so the write starts fresh with BEGIN
+    IMMEDIATE. Were the read inside a transaction, upgrading its stale snapshot would fail
+    with "database is locked" (SQLITE_BUSY_SNAPSHOT) whatever the busy timeout."""
     with app.app_context(), db.engine.connect() as connection:
         before = connection.execute(text("SELECT count(*) FROM api_keys")).scalar()
         with closing(sqlite3.connect(database)) as other:
