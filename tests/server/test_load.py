@@ -1,7 +1,9 @@
 """Mixed load on real gunicorn workers (4 of them, 32 clients, two organizations), with and
 without a worker killed by SIGKILL in the middle: every answer is the one its request
 deserved, no acknowledged write is lost, no half-written key exists, and what survives is
-exactly what was acknowledged.
+exactly what was acknowledged. Besides keys of their own, the clients fight over a few
+shared keys (get, update and delete the same key at once): each answer is 200, 204 or 404,
+a key is deleted once, and its final name is one an update was acknowledged with.
 
 SERVER_LOAD_SECONDS sets the length of the load (15 s by default).
 """
@@ -30,7 +32,9 @@ CLIENTS = 32
 NO_LIMITS = {"RATELIMIT_ENABLED": "false"}
 # How often each client does what; creates outnumber deletes, so keys accumulate.
 OPERATIONS = ["create"] * 3 + ["get"] * 3 + ["list"] * 2 + ["update"] * 2 + ["delete"] * 2
-OPERATIONS += ["foreign"]
+OPERATIONS += ["foreign"] + ["shared"] * 2
+SHARED_PER_ORGANIZATION = 3
+SHARED_ANSWERS = {"GET": (200, 404), "PUT": (200, 404), "DELETE": (204, 404)}
 ANSWER_LOST = (OSError, http.client.HTTPException)
 
 
@@ -50,6 +54,16 @@ class Key:
 
 
 @dataclass
+class Shared:
+    """A key every client of its organization gets, updates and deletes."""
+
+    key: Key
+    names: set[str]  # the name it was made with, and every name an update was told
+    deletions: int = 0  # 204 answers
+    lost: bool = False  # a write whose answer was lost: any outcome is possible
+
+
+@dataclass
 class Ledger:
     """What the clients were told, shared between them."""
 
@@ -59,6 +73,7 @@ class Ledger:
     create_lost: int = 0  # no answer: the key may or may not exist
     unexpected: list[str] = field(default_factory=list)
     answers: Counter = field(default_factory=Counter)
+    shared: dict[str, list[Shared]] = field(default_factory=dict)  # per organization
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def note(self, operation: str, status: int, expected: int, body: bytes) -> bool:
@@ -82,7 +97,7 @@ def client_loop(server, number: int, organizations: dict, ledger: Ledger, deadli
     made = 0
     while time.monotonic() < deadline:
         operation = rng.choice(OPERATIONS) if keys else "create"
-        if operation in ("create", "update"):
+        if operation in ("create", "update", "shared"):
             scopes = ordered(rng.sample(SCOPES, rng.randint(1, 4)))
             name = f"client {number} key {made}"
             made += 1
@@ -124,6 +139,12 @@ def client_loop(server, number: int, organizations: dict, ledger: Ledger, deadli
                 if ledger.note(operation, answer.status, 204, answer.body):
                     with ledger.lock:
                         ledger.deleted[key.full] = key
+            elif operation == "shared":
+                shared = rng.choice(ledger.shared[mine])
+                # Updates race each other first; deletes join them for the last third.
+                late = time.monotonic() > deadline - LOAD_SECONDS / 3
+                verb = rng.choice(["GET", "PUT", "PUT"] + ["DELETE"] * late)
+                contest(server, admin, ledger, shared, verb, {"name": name, "scopes": scopes})
             else:  # another organization's key: as if it did not exist
                 with ledger.lock:
                     theirs = [k for k in ledger.alive.values() if k.organization == other]
@@ -138,6 +159,50 @@ def client_loop(server, number: int, organizations: dict, ledger: Ledger, deadli
                     ledger.create_lost += 1
 
 
+def contest(server, admin: str, ledger: Ledger, shared: Shared, verb: str, body: dict) -> None:
+    """One request on a shared key; every outcome the race allows is accepted."""
+    try:
+        answer = server.request(verb, f"/api/keys/{shared.key.identifier}", admin, body)
+    except ANSWER_LOST:
+        shared.lost = shared.lost or verb != "GET"
+        raise
+    with ledger.lock:
+        ledger.answers[f"shared {verb}", answer.status] += 1
+        if answer.status not in SHARED_ANSWERS[verb]:
+            ledger.unexpected.append(f"shared {verb}: {answer.status} {answer.body[:300]!r}")
+        elif verb == "PUT" and answer.status == 200:
+            shared.names.add(body["name"])
+        elif verb == "DELETE" and answer.status == 204:
+            shared.deletions += 1
+        elif verb == "GET" and answer.status == 200 and answer.json()["name"] not in shared.names:
+            # An update's commit may be seen before its answer reaches the client.
+            shared.names.add(answer.json()["name"])
+
+
+def make_shared(server, organizations: dict, ledger: Ledger) -> None:
+    for organization, admin in organizations.items():
+        ledger.shared[organization] = []
+        for number in range(SHARED_PER_ORGANIZATION):
+            name = f"shared {number}"
+            body = {"name": name, "kind": "custom", "scopes": ["monitor:read"]}
+            answer = server.request("POST", "/api/keys", admin, body)
+            assert answer.status == 201, answer.body
+            key = Key(answer.json()["key"], organization, name, ["monitor:read"], certain=False)
+            ledger.shared[organization].append(Shared(key, {name}))
+
+
+def settle_shared(ledger: Ledger) -> None:
+    """After the load, each shared key joins the ledger by what its answers say."""
+    for shared in (s for group in ledger.shared.values() for s in group):
+        assert shared.deletions <= 1, f"{shared.key.identifier} deleted {shared.deletions} times"
+        if shared.deletions:
+            ledger.deleted[shared.key.full] = shared.key
+        elif shared.lost:
+            ledger.delete_lost[shared.key.full] = shared.key
+        else:
+            ledger.alive[shared.key.full] = shared.key
+
+
 def run_load(server, during: Callable[[], None] | None = None) -> tuple[Ledger, dict]:
     """Drive the server with CLIENTS clients for LOAD_SECONDS; `during` runs a third of
     the way in. The ledger, and each organization's SDK Integration key."""
@@ -147,6 +212,7 @@ def run_load(server, during: Callable[[], None] | None = None) -> tuple[Ledger, 
         "second": next(k["key"] for k in second["keys"] if k["kind"] == "sdk_integration"),
     }
     ledger = Ledger()
+    make_shared(server, organizations, ledger)
     deadline = time.monotonic() + LOAD_SECONDS
     with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
         running = [
@@ -158,6 +224,7 @@ def run_load(server, during: Callable[[], None] | None = None) -> tuple[Ledger, 
             during()
         for client in running:
             client.result()
+    settle_shared(ledger)
     return ledger, organizations
 
 
@@ -197,6 +264,7 @@ def check_final_state(server, ledger: Ledger, organizations: dict) -> None:
         lost_creates -= len(unaccounted) - starting
         assert not shown_in(ledger.deleted, organization) & shown
     check_rows_are_whole(server)
+    names = {s.key.full: s.names for group in ledger.shared.values() for s in group}
     verify = [(key, 200) for key in ledger.alive.values()]
     verify += [(key, 401) for key in ledger.deleted.values()]
 
@@ -205,8 +273,13 @@ def check_final_state(server, ledger: Ledger, organizations: dict) -> None:
         got = server.request("GET", f"/api/keys/{key.identifier}", key.full)
         if got.status != expected:
             return f"{key.identifier}: {got.status}, expected {expected}"
-        if expected == 200 and key.certain and got.json()["scopes"] != key.scopes:
-            return f"{key.identifier}: scopes {got.json()['scopes']}, expected {key.scopes}"
+        if expected != 200:
+            return None
+        found = got.json()
+        if key.certain and (found["name"], found["scopes"]) != (key.name, key.scopes):
+            return f"{key.identifier}: {found}, expected {key.name!r} with {key.scopes}"
+        if key.full in names and found["name"] not in names[key.full]:
+            return f"{key.identifier}: name {found['name']!r} was never given"
         return None
 
     with ThreadPoolExecutor(max_workers=16) as pool:
