@@ -218,14 +218,21 @@ def test_there_is_a_single_head():
     assert len(SCRIPTS.get_heads()) == 1
 
 
-def test_keys_made_at_the_first_revision_still_authenticate_after_upgrade_to_head(
-    app_on, new_database
+def test_every_revision_has_a_way_to_store_keys_as_it_did():
+    """A new revision comes with a function that writes OLD_KEYS into its tables, so that
+    the test below upgrades keys stored at every revision, not only at the first."""
+    assert set(STORE_KEYS_AT) == {script.revision for script in SCRIPTS.walk_revisions()}
+
+
+@pytest.mark.parametrize("revision", sorted(script.revision for script in SCRIPTS.walk_revisions()))
+def test_keys_stored_at_any_revision_still_authenticate_after_upgrade_to_head(
+    app_on, new_database, revision
 ):
     database = new_database()
     app = app_on(database)
     with app.app_context():
-        command.upgrade(alembic_config(), SCRIPTS.get_base())
-        insert_first_revision_keys(db.engine)
+        command.upgrade(alembic_config(), revision)
+        STORE_KEYS_AT[revision](db.engine)
     upgrade(app)
     assert_current(database)
     client = app.test_client()
@@ -273,6 +280,10 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
                     last_used=None,
                 )
             )
+
+
+# Revision -> how keys were written at that revision, without today's models.
+STORE_KEYS_AT = {"0001": insert_first_revision_keys}
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):
