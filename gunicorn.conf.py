@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 
 # Where to listen: 127.0.0.1:5000 unless HOST and PORT say otherwise (HOST=0.0.0.0 to
-# serve other machines, behind a proxy that terminates TLS).
+# serve other machines, behind a proxy that terminates TLS). Unlike gunicorn without this
+# file, PORT alone keeps the loopback address: nothing is exposed unless HOST says so.
 bind = [f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '5000')}"]
 
 # Sync workers: each request is a few milliseconds of CPU and one or two indexed queries.

@@ -132,9 +132,16 @@ def handle_validation_error(error: ValidationError) -> Response:
     )
 
 
+# SQLite reports a missing table or column as an OperationalError too.
+SCHEMA_MISSING = ("no such table", "no such column")
+
+
 def handle_database_unavailable(error: OperationalError) -> Response:
     """The database did not answer (down, unreachable, or locked past SQLite's busy
-    timeout): 503, which a client may retry, rather than a fault of the service."""
+    timeout): 503, which a client may retry, rather than a fault of the service. A schema
+    that lacks a table or column is no passing state: that stays a 500."""
+    if str(error.orig).startswith(SCHEMA_MISSING):
+        raise error
     current_app.logger.error("the database did not answer: %s", type(error.orig).__name__)
     return problem(
         503,

@@ -3,6 +3,9 @@ problem shape (a client may retry), never a 500 and never a detail of the databa
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -79,3 +82,13 @@ def test_a_row_lock_held_too_long_ends_in_503_not_a_hung_worker(database_url, or
         other.dispose()
         with impatient.app_context():
             db.engine.dispose()
+
+
+def test_a_missing_table_is_a_fault_of_the_service_not_a_503(app, client, org, database):
+    app.config["PROPAGATE_EXCEPTIONS"] = False  # answer as in production, not raise
+    with closing(sqlite3.connect(database)) as other:
+        other.execute("ALTER TABLE api_keys RENAME TO api_keys_gone")
+    response = client.get("/api/keys", auth=(org.sdk, ""))
+    assert response.status_code == 500, response.json
+    assert response.json["code"] == "internal_error"
+    assert "Retry-After" not in response.headers
