@@ -116,6 +116,22 @@ def app(database_url, app_config) -> Iterator[Flask]:
 
 
 @pytest.fixture
+def make_app() -> Iterator[Callable[..., Flask]]:
+    """Build more apps, with configuration of the test's choice; their engines are closed
+    after the test."""
+    apps: list[Flask] = []
+
+    def make(**config) -> Flask:
+        apps.append(create_app({"TESTING": True, **config}))
+        return apps[-1]
+
+    yield make
+    for made in apps:
+        with made.app_context():
+            db.engine.dispose()
+
+
+@pytest.fixture
 def client(app) -> FlaskClient:
     return app.test_client()
 

@@ -5,13 +5,10 @@ tests/server/ checks the same with real gunicorn workers."""
 
 from __future__ import annotations
 
-import re
-
 from app.bootstrap import ensure_default_organization
+from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 
 STARTING_KEYS = {("Telemetry", "telemetry"), ("SDK Integration", "sdk_integration")}
-FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
-NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
 
 
 def rows(sql) -> tuple[list[str], int]:

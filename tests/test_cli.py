@@ -8,9 +8,10 @@ database as it was.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
+
+from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 
 # The scope table of the specification, in its order.
 SCOPE_TABLE = [
@@ -29,8 +30,6 @@ SCOPE_TABLE = [
 STARTING_KEYS = {("Telemetry", "telemetry"), ("SDK Integration", "sdk_integration")}
 KEY_FIELDS = {"key", "name", "kind", "scopes", "immutable", "last_used", "created", "updated"}
 # Anything that may be a full key: a long run of key characters (full keys are 53 long).
-FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
-NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
 
 
 def invoke(runner, *args: str):

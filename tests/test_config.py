@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
 from app.config import ENVIRONMENT
 from app.extensions import db
 
@@ -26,19 +25,9 @@ def environment(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def start(environment):
+def start(environment, make_app):
     """create_app() as wsgi.py calls it: everything from the environment."""
-    apps = []
-
-    def make():
-        app = create_app({"TESTING": True})
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        with app.app_context():
-            db.engine.dispose()
+    return make_app
 
 
 @pytest.fixture

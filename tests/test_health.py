@@ -6,28 +6,20 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, text
 
-from app import create_app
 from app.database import upgrade
-from app.extensions import db
 
 PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
 
 
 @pytest.fixture
-def app_on(tmp_path):
-    """Build apps on a database URL of the test's choice; their engines are closed after."""
-    apps = []
+def app_on(make_app):
+    """Build apps on a database URL (or SQLite path) of the test's choice."""
 
     def make(database: str):
         url = database if "://" in database else f"sqlite:///{database}"
-        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url})
-        apps.append(app)
-        return app
+        return make_app(SQLALCHEMY_DATABASE_URI=url)
 
-    yield make
-    for app in apps:
-        with app.app_context():
-            db.engine.dispose()
+    return make
 
 
 def assert_unavailable(response) -> None:

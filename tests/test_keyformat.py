@@ -61,19 +61,9 @@ def statements(app):
 
 
 @pytest.fixture
-def app_with(database_url):
+def app_with(make_app, database_url):
     """Build more apps on the test's database, with configuration of the test's choice."""
-    apps = []
-
-    def make(**config):
-        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": database_url, **config})
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        with app.app_context():
-            db.engine.dispose()
+    return lambda **config: make_app(SQLALCHEMY_DATABASE_URI=database_url, **config)
 
 
 # --- shape --------------------------------------------------------------------------------

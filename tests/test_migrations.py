@@ -22,7 +22,6 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from app import create_app
 from app.config import ENVIRONMENT
 from app.database import SchemaNotCurrent, require_current_schema, upgrade, upgrade_embedded
 from app.extensions import db
@@ -68,20 +67,14 @@ SCRIPTS = ScriptDirectory.from_config(alembic_config())
 
 
 @pytest.fixture
-def app_on():
-    """Build apps on databases (URLs or SQLite paths) of the test's choice; closed after."""
-    apps = []
+def app_on(make_app):
+    """Build apps on databases (URLs or SQLite paths) of the test's choice."""
 
     def make(database: Path | str):
         url = database if isinstance(database, str) else f"sqlite:///{database}"
-        app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url})
-        apps.append(app)
-        return app
+        return make_app(SQLALCHEMY_DATABASE_URI=url)
 
-    yield make
-    for app in apps:
-        with app.app_context():
-            db.engine.dispose()
+    return make
 
 
 @pytest.fixture

@@ -5,13 +5,12 @@ once, and a killed worker is replaced with the data intact."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-FULL_KEY_CANDIDATE = re.compile(r"[A-Za-z0-9_]{40,}")
-NOT_SHOWN_AGAIN = re.compile(r"not be shown again", re.IGNORECASE)
+from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
+
 WORKERS = 3
 
 
