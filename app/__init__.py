@@ -51,6 +51,8 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
+    # `//api//keys` is an unknown path (404 in the problem shape), not a redirect.
+    app.url_map.merge_slashes = False
     app.register_blueprint(views.bp)
     app.register_blueprint(health.bp)
 

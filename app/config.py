@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "RATELIMIT_AUTH_FAILURES": "100/minute",
     "RATELIMIT_PER_KEY": "6000/minute",
     "TRUSTED_PROXIES": 0,
+    # OPTIONS is no method of this API: 405 in the problem shape, as for any other.
+    "PROVIDE_AUTOMATIC_OPTIONS": False,
 }
 
 

@@ -152,6 +152,8 @@ NOT_A_JSON_OBJECT = {
     "bare NaN": b"NaN",
     "not utf-8": b'{"name": "\xff\xfe"}',
     "deeply nested": b'{"name": ' + b"[" * 30000 + b"]" * 30000 + b"}",
+    "a member named twice": b'{"name": "a", "name": "b", "kind": "custom"}',
+    "a nested member named twice": b'{"name": "a", "x": {"k": 1, "k": 2}}',
 }
 
 
@@ -175,7 +177,8 @@ def test_body_that_is_not_a_json_object_is_400(client, org, target, endpoint, bo
 
 
 @pytest.mark.parametrize(
-    "path", ["/", "/api", "/api/nothing", "/api/keys/a/b", "/api/v1/keys", "/keys"]
+    "path",
+    ["/", "/api", "/api/nothing", "/api/keys/a/b", "/api/v1/keys", "/keys", "//api//keys"],
 )
 @pytest.mark.parametrize("credentials", ["none", "sdk"])
 def test_unknown_path_is_404_problem_json(client, org, path, credentials):
@@ -191,6 +194,8 @@ WRONG_METHODS = {
     "PUT /api/keys": ("PUT", "/api/keys", {"GET", "POST"}),
     "POST /api/keys/<id>": ("POST", "/api/keys/{target}", {"GET", "PUT", "DELETE"}),
     "PATCH /api/keys/<id>": ("PATCH", "/api/keys/{target}", {"GET", "PUT", "DELETE"}),
+    "OPTIONS /api/keys": ("OPTIONS", "/api/keys", {"GET", "POST"}),
+    "OPTIONS /api/keys/<id>": ("OPTIONS", "/api/keys/{target}", {"GET", "PUT", "DELETE"}),
 }
 
 
