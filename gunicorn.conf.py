@@ -37,6 +37,14 @@ access_log_format = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
 logger_class = "app.gunicorn_logger.GunicornLogger"
 
 
+def on_starting(server) -> None:
+    """gunicorn's own refusals (malformed HTTP, a request line or headers over its limits)
+    in the problem shape, like every other error; see app/gunicorn_errors.py."""
+    from app import gunicorn_errors
+
+    gunicorn_errors.install()
+
+
 def post_worker_init(worker) -> None:
     """One line once a worker can answer: after the first-start work, before any request."""
     worker.log.info("Worker ready (pid: %s)", worker.pid)

@@ -27,10 +27,14 @@ CODES = {
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
+    414: "uri_too_long",
     415: "unsupported_media_type",
+    417: "expectation_failed",
     422: "validation_error",
     429: "rate_limited",
+    431: "headers_too_large",
     500: "internal_error",
+    501: "not_implemented",
     503: "unavailable",
 }
 DETAILS = {
@@ -69,7 +73,17 @@ def problem(
     errors: Mapping[str, list[str]] | None = None,
     headers: Iterable[tuple[str, str]] = (),
 ) -> Response:
-    """The one place an error body is made."""
+    """The one place an error response is made."""
+    body = problem_document(status, code, detail, errors)
+    return Response(
+        json.dumps(body, separators=(",", ":")), status, list(headers), mimetype=PROBLEM_JSON
+    )
+
+
+def problem_document(
+    status: int, code: str, detail: str, errors: Mapping[str, list[str]] | None = None
+) -> dict:
+    """The one place an error body is made (gunicorn's own refusals use it too)."""
     body = {
         "type": "about:blank",
         "title": HTTP_STATUS_CODES.get(status, "Error"),
@@ -79,9 +93,7 @@ def problem(
     }
     if errors:
         body["errors"] = errors
-    return Response(
-        json.dumps(body, separators=(",", ":")), status, list(headers), mimetype=PROBLEM_JSON
-    )
+    return body
 
 
 def flatten(messages: Mapping) -> dict[str, list[str]]:
