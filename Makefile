@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11 or newer is needed: make PYTHON=python3.12 ...")'
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --upgrade-deps $(VENV)
 
 # Reinstalled whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
@@ -32,9 +32,12 @@ dev: install
 test: install
 	$(BIN)/pytest
 
+# ruff; bandit on app/ (settings in pyproject.toml); pip-audit of the installed dependencies.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/bandit --quiet --configfile pyproject.toml --recursive app
+	.ci/pip-audit $(BIN)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .coverage
