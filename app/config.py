@@ -29,6 +29,11 @@ DEFAULTS: dict[str, Any] = {
     "LAST_USED_RESOLUTION": 60,
     "RATELIMIT_ENABLED": True,
     "RATELIMIT_STORAGE_URI": "memory://",
+    "RATELIMIT_KEY_PREFIX": "api-keys",
+    # The limits' storage (Redis) unreachable: keep serving, counting in each worker's
+    # memory until it answers again, with a warning in the log, rather than answer 500.
+    "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
+    "RATELIMIT_SWALLOW_ERRORS": True,
     "RATELIMIT_AUTH_FAILURES": "100/minute",
     "RATELIMIT_PER_KEY": "6000/minute",
     "TRUSTED_PROXIES": 0,
@@ -88,6 +93,8 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Share the limits' counters between workers and hosts (redis://...); memory:// counts
     # in each worker process.
     "RATELIMIT_STORAGE_URI": ("RATELIMIT_STORAGE_URI", str),
+    # Several deployments (or test runs) on one Redis keep their counters apart.
+    "RATELIMIT_KEY_PREFIX": ("RATELIMIT_KEY_PREFIX", str),
     # Failed authentications a client address may make per period before it gets 429.
     "RATELIMIT_AUTH_FAILURES": ("RATELIMIT_AUTH_FAILURES", _rate),
     # Requests one key may make per period before it gets 429.

@@ -1,0 +1,100 @@
+"""The abuse limits counted in Redis (RATELIMIT_STORAGE_URI=redis://...): two servers of
+several workers each, on one database and one Redis, share every count, so that a client
+gets 429 at the configured number whichever process answers; and a Redis that does not
+answer leaves the service serving, limits counted in each worker's memory, with a warning.
+
+The Redis tests need TEST_REDIS_URL (e.g. redis://127.0.0.1:6379/0); each test counts
+under a key prefix of its own, so that runs at the same time never share counters, and
+removes its keys afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.server.conftest import free_port
+from tests.server.test_access_log import raw_request
+from tests.server.test_gunicorn import sdk_key
+
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "")
+needs_redis = pytest.mark.skipif(
+    not TEST_REDIS_URL, reason="TEST_REDIS_URL is not set: the limits in Redis are not tested"
+)
+
+PER_KEY = 6
+AUTH_FAILURES = 4
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A key prefix of this test's own; its keys are removed after the test."""
+    prefix = f"api-keys-test-{secrets.token_hex(8)}"
+    yield prefix
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=f"*{prefix}*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def limits_env(storage: str, prefix: str) -> dict[str, str]:
+    return {
+        "RATELIMIT_STORAGE_URI": storage,
+        "RATELIMIT_KEY_PREFIX": prefix,
+        "RATELIMIT_PER_KEY": f"{PER_KEY}/minute",
+        "RATELIMIT_AUTH_FAILURES": f"{AUTH_FAILURES}/minute",
+    }
+
+
+def assert_rate_limited(response) -> None:
+    assert response.status == 429, response.body
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert 1 <= int(response.headers["Retry-After"]) <= 61
+    body = response.json()
+    assert (body["status"], body["code"]) == (429, "rate_limited")
+
+
+@needs_redis
+def test_two_servers_on_one_redis_share_the_per_key_and_failed_authentication_counts(
+    start_server, redis_prefix
+):
+    env = limits_env(TEST_REDIS_URL, redis_prefix)
+    first = start_server(workers=2, env=env)
+    # A second host: its own gunicorn and workers, the same database and Redis.
+    second = start_server(workers=2, env={**env, "DATABASE_URL": first.database})
+    key = sdk_key(first)  # one request of the allowance
+    servers = [first, second]
+    for number in range(1, PER_KEY):
+        answer = servers[number % 2].request("GET", "/api/keys", key)
+        assert answer.status == 200, (number, answer.body)
+    for server in servers:
+        assert_rate_limited(server.request("GET", "/api/keys", key))
+
+    wrong = "Bearer ak_wrong"
+    for number in range(AUTH_FAILURES):
+        assert raw_request(servers[number % 2], "GET", "/api/keys", wrong) == 401
+    for server in servers:
+        assert_rate_limited(server.request("GET", "/api/keys"))
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        assert list(client.scan_iter(match=f"*{redis_prefix}*")), "no counter in Redis"
+    finally:
+        client.close()
+
+
+def test_an_unreachable_redis_leaves_the_service_serving_with_limits_in_memory(start_server):
+    closed = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    server = start_server(workers=1, env=limits_env(closed, "unreachable"))
+    key = sdk_key(server)
+    for _ in range(1, PER_KEY):
+        answer = server.request("GET", "/api/keys", key)
+        assert answer.status == 200, answer.body
+    assert_rate_limited(server.request("GET", "/api/keys", key))
+    assert "falling back to in-memory storage" in server.output()
