@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from app import create_app
@@ -99,6 +100,28 @@ def sql(database_url) -> Iterator[Callable[..., list]]:
 
     yield run
     engine.dispose()
+
+
+@pytest.fixture
+def statements(app):
+    """A recorder of the SQL statements the app sends while it is active."""
+
+    @contextmanager
+    def record():
+        seen: list[str] = []
+
+        def remember(conn, cursor, statement, parameters, context, executemany):
+            seen.append(" ".join(statement.split()).upper())
+
+        with app.app_context():
+            engine = db.engine
+        event.listen(engine, "before_cursor_execute", remember)
+        try:
+            yield seen
+        finally:
+            event.remove(engine, "before_cursor_execute", remember)
+
+    return record
 
 
 @pytest.fixture

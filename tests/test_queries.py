@@ -4,34 +4,7 @@ count and one page query, and no query runs per row."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pytest
-from sqlalchemy import event
-
-from app.extensions import db
-
-
-@pytest.fixture
-def statements(app):
-    """A recorder of the SQL statements the app sends while it is active."""
-
-    @contextmanager
-    def record():
-        seen: list[str] = []
-
-        def remember(conn, cursor, statement, parameters, context, executemany):
-            seen.append(" ".join(statement.split()).upper())
-
-        with app.app_context():
-            engine = db.engine
-        event.listen(engine, "before_cursor_execute", remember)
-        try:
-            yield seen
-        finally:
-            event.remove(engine, "before_cursor_execute", remember)
-
-    return record
 
 
 def writes(seen: list[str]) -> list[str]:
