@@ -1,0 +1,128 @@
+"""No key's secret or SHA-256 digest in anything a real gunicorn prints (access log, error
+log at debug level, the application's own log), for an answer of every kind of every
+endpoint (2xx, 400, 401 for a malformed, an unknown and a deleted key, 403, 404, 413, 415,
+422, 429), with the key in the Basic user name, a Bearer token, the path (as written and
+percent-escaped), the query string, another header and the body."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+
+from app import keyformat
+from tests.server.test_gunicorn import printed_keys, sdk_key
+
+AUTH_FAILURES = 8
+
+
+def send(server, method: str, path: str, headers: dict[str, str], body: bytes | None = None):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers={"Connection": "close", **headers})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def basic(key: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{key}:".encode()).decode()}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def escaped(text: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in text.encode())
+
+
+def secrets_of(key: str) -> list[str]:
+    """What must never be printed: the part after the identifier, and the digest."""
+    return [key[len(keyformat.identifier_of(key)) :], hashlib.sha256(key.encode()).hexdigest()]
+
+
+def test_no_secret_or_digest_in_any_log_of_any_answer(start_server):
+    server = start_server(
+        workers=1,  # one worker counts every failure (memory://)
+        env={
+            "GUNICORN_CMD_ARGS": "--log-level debug",
+            "RATELIMIT_AUTH_FAILURES": f"{AUTH_FAILURES}/minute",
+        },
+    )
+    sdk = sdk_key(server)
+    telemetry = next(key for key in printed_keys(server) if key != sdk)
+
+    def made(kind: str, scopes: list[str] | None = None) -> str:
+        body = {"name": "logged", "kind": kind} | ({"scopes": scopes} if scopes else {})
+        answer = server.request("POST", "/api/keys", sdk, body)
+        assert answer.status == 201, answer.body
+        return answer.json()["key"]
+
+    key = made("custom", ["site:read", "site:write"])
+    deleted = made("telemetry")
+    assert server.request("DELETE", f"/api/keys/{deleted}", sdk).status == 204
+    unknown = keyformat.new_key("ak_")[1]
+    malformed = key[:-1] + ("A" if key[-1] != "A" else "B")
+    big = json.dumps({"name": key * 2000}).encode()
+
+    # (method, path, headers, body, expected status)
+    requests = [
+        ("GET", f"/api/keys/{key}", basic(key), None, 200),
+        ("GET", f"/api/keys/{escaped(key)}", bearer(key), None, 200),
+        ("GET", f"/api/keys?q={key}", basic(key) | {"X-Api-Key": key}, None, 422),
+        (
+            "PUT",
+            f"/api/keys/{key}",
+            basic(key) | {"Content-Type": "application/json"},
+            json.dumps({"name": key}).encode(),
+            200,
+        ),
+        (
+            "POST",
+            "/api/keys",
+            bearer(key) | {"Content-Type": "application/json"},
+            json.dumps({"name": key, "kind": "custom", "scopes": ["monitor:read"]}).encode(),
+            403,
+        ),
+        (
+            "POST",
+            "/api/keys",
+            basic(key) | {"Content-Type": "application/json"},
+            f'{{"name": "{key}"'.encode(),
+            400,
+        ),
+        ("POST", "/api/keys", basic(key) | {"Content-Type": "application/json"}, big, 413),
+        ("POST", "/api/keys", basic(key) | {"Content-Type": "text/plain"}, key.encode(), 415),
+        ("GET", f"/api/keys/{unknown}", basic(key), None, 404),
+        ("GET", f"/api/keys/{key}", basic(telemetry), None, 403),
+        ("GET", f"/api/keys/{key}?key={key}", basic(malformed), None, 401),
+        ("GET", f"/api/keys/{escaped(unknown)}", bearer(unknown), None, 401),
+        ("DELETE", f"/api/keys/{deleted}", basic(deleted), None, 401),
+        ("GET", f"/api/keys?key={key}", {"X-Api-Key": key}, None, 401),
+        (
+            "POST",
+            "/api/keys",
+            bearer(deleted) | {"Content-Type": "application/json"},
+            json.dumps({"name": key, "kind": "telemetry"}).encode(),
+            401,
+        ),
+    ]
+    for method, path, headers, body, expected in requests:
+        assert send(server, method, path, headers, body) == expected, (method, path[:20])
+    # Failures past RATELIMIT_AUTH_FAILURES: 429, whatever the key.
+    statuses = [
+        send(server, "GET", f"/api/keys/{key}", bearer(malformed)) for _ in range(AUTH_FAILURES)
+    ]
+    assert statuses[-1] == 429, statuses
+    assert send(server, "GET", f"/api/keys/{key}", basic(key)) == 429
+    server.stop()
+
+    # The first start prints the starting keys once, on purpose; every other line counts.
+    logs = "\n".join(line for line in server.output().splitlines() if "): ak_" not in line)
+    assert "[DEBUG]" in logs  # gunicorn's error log at debug level was on
+    for value in [key, deleted, unknown, malformed, sdk, telemetry]:
+        for secret in secrets_of(value):
+            assert secret not in logs, secret[:8]
+    assert logs.count(f"{keyformat.identifier_of(key)}...") >= 10  # access lines, masked
