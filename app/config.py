@@ -106,6 +106,10 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())
 
+# A Redis that does not answer is given up on within a second (the limits then count in
+# memory), well within gunicorn's 30 s worker timeout; options in the URL's query win.
+REDIS_TIMEOUTS = {"socket_connect_timeout": 1, "socket_timeout": 1}
+
 
 def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:
     """Fill app.config, and refuse to start on a value that makes no sense."""
@@ -124,3 +128,6 @@ def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:
             except ValueError as error:
                 # The value is not repeated: a database URL may hold a password.
                 raise RuntimeError(f"configuration {key}: {error}") from None
+    if app.config["RATELIMIT_STORAGE_URI"].startswith("redis"):
+        options = app.config.get("RATELIMIT_STORAGE_OPTIONS", {})
+        app.config["RATELIMIT_STORAGE_OPTIONS"] = {**REDIS_TIMEOUTS, **options}

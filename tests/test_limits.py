@@ -3,6 +3,11 @@ requests per key, past them 429 with Retry-After in the problem shape."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
 import pytest
 
 from app import create_app
@@ -129,3 +134,30 @@ def test_behind_a_trusted_proxy_failures_count_per_forwarded_client(client):
     assert failing_from(client, "198.51.100.8").status_code == 401  # another client
     # Only the last hop is the trusted proxy's: what the client itself wrote before it is not.
     assert_rate_limited(failing_from(client, "198.51.100.9, 203.0.113.7"))
+
+
+@pytest.fixture
+def silent_redis() -> Iterator[str]:
+    """The URL of a server that accepts connections and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+
+
+def test_a_redis_that_does_not_answer_holds_a_request_about_a_second(
+    make_app, database_url, org, silent_redis, caplog
+):
+    app = make_app(SQLALCHEMY_DATABASE_URI=database_url, RATELIMIT_STORAGE_URI=silent_redis)
+    answers = []
+    request = threading.Thread(
+        target=lambda: answers.append(app.test_client().get("/api/keys", auth=(org.sdk, ""))),
+        daemon=True,  # without a socket timeout it would wait for ever
+    )
+    started = time.monotonic()
+    request.start()
+    request.join(timeout=10)
+    assert answers, "the request still waits for Redis"
+    assert answers[0].status_code == 200
+    assert time.monotonic() - started < 5
+    assert "falling back to in-memory storage" in caplog.text
