@@ -87,7 +87,7 @@ def start(name: str, app: str, workdir: Path, env: dict[str, str]) -> Server:
     command += ["--bind", f"127.0.0.1:{port}", app]
     stderr = workdir / f"{name}.stderr"
     with stderr.open("wb") as err:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: S603 (gunicorn, with arguments of our own)
             command,
             cwd=PROJECT,
             env=server_env,
@@ -113,7 +113,8 @@ def start(name: str, app: str, workdir: Path, env: dict[str, str]) -> Server:
 def ready_bare(server: Server) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     connection.request("GET", "/ping")
-    assert connection.getresponse().status == 200
+    if connection.getresponse().status != 200:
+        sys.exit(f"{server.name}: GET /ping did not answer 200")
 
 
 @dataclass
@@ -161,7 +162,7 @@ def parse_wrk(output: str) -> dict:
 
 
 def drive(scenario: Scenario, port: int, seconds: int) -> dict:
-    completed = subprocess.run(
+    completed = subprocess.run(  # noqa: S603 (wrk, with arguments of our own)
         scenario.command(port, seconds),
         env=scenario.env(),
         capture_output=True,
@@ -182,9 +183,7 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario("list_50", "small", "/api/keys", "auth.lua", small.reader),
         Scenario("deep_list_50", "small", deep, "auth.lua", small.reader),
         Scenario("create", "small", "/api/keys", "create.lua", small.writer, expect=201),
-        Scenario(
-            "update", "small", f"/api/keys/{small.write_target}", "update.lua", small.writer
-        ),
+        Scenario("update", "small", f"/api/keys/{small.write_target}", "update.lua", small.writer),
         Scenario("unauthenticated_401", "small", f"/api/keys/{small.read_target}", expect=401),
         Scenario("get_big", "big", f"/api/keys/{big.read_target}", "auth.lua", big.reader),
         Scenario("deep_list_50_big", "big", deep, "auth.lua", big.reader),
@@ -235,14 +234,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         workdir = Path(scratch)
         started = time.monotonic()
-        small_url, big_url = f"sqlite:///{workdir}/small.sqlite3", f"sqlite:///{workdir}/big.sqlite3"
+        small_url, big_url = (
+            f"sqlite:///{workdir}/small.sqlite3",
+            f"sqlite:///{workdir}/big.sqlite3",
+        )
         small, big = seed(small_url, keys), seed(big_url, big_keys)
         print(f"seeded {keys} and {big_keys} keys in {time.monotonic() - started:.1f} s")
         off = {"RATELIMIT_ENABLED": "false"}
         servers = {}
         try:
             servers["bare"] = start("bare", "bench.bare:app", workdir, {})
-            servers["small"] = start("small", "wsgi:app", workdir, {"DATABASE_URL": small_url, **off})
+            servers["small"] = start(
+                "small", "wsgi:app", workdir, {"DATABASE_URL": small_url, **off}
+            )
             servers["big"] = start("big", "wsgi:app", workdir, {"DATABASE_URL": big_url, **off})
             # The production limits, with a per-key allowance wrk cannot spend: every request
             # is counted, none refused.
@@ -268,7 +272,11 @@ def main() -> None:
     summary = summarize(runs)
     by_scenario = {scenario.name: scenario.server for scenario in plan}
     result = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpu": cpu_model(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
         "settings": {
             "keys": keys,
             "big_keys": big_keys,
