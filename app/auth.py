@@ -8,7 +8,7 @@ from typing import NamedTuple
 from flask import current_app, g, request
 from sqlalchemy import bindparam, select, update
 
-from app import keyformat
+from app import database, keyformat
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey
@@ -64,7 +64,7 @@ def authenticate() -> None:
     row = None
     if presented and keyformat.is_full_key(presented):
         digest = keyformat.digest(presented)
-        row = db.session.connection().execute(_BY_DIGEST, {"digest": digest}).first()
+        row = database.read(_BY_DIGEST, {"digest": digest}).first()
     if row is None:
         raise ApiError(
             401,

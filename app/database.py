@@ -6,11 +6,11 @@ import fcntl
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask
+from flask import Flask, g
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 
 from app.extensions import db
 
@@ -66,11 +66,30 @@ def engine_options(app: Flask) -> None:
 
 
 def configure(app: Flask) -> None:
-    """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only)."""
+    """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only), and
+    return the reads' connection to the pool when the request ends."""
     with app.app_context():
         engine: Engine = db.engine
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
+    app.teardown_appcontext(_close_reads)
+
+
+def read(statement: Any, parameters: dict[str, Any]) -> CursorResult:
+    """Run a read (a statement built once, SQLAlchemy Core) on the request's connection for
+    reads, taken from the pool on first use. Reads skip the ORM session: its set-up and
+    tear-down cost three times a pool checkout (bench/README.md). Writes go through
+    db.session, which commits them."""
+    connection: Connection | None = g.get("_reads")
+    if connection is None:
+        connection = g._reads = db.engine.connect()
+    return connection.execute(statement, parameters)
+
+
+def _close_reads(error: BaseException | None) -> None:
+    connection = g.pop("_reads", None)
+    if connection is not None:
+        connection.close()
 
 
 def register_migrations(app: Flask) -> None:

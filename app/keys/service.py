@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app import keyformat
 from app.auth import Caller
+from app.database import read
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey, Organization
@@ -72,11 +73,6 @@ _UPDATE = (
 )
 
 
-def _read(statement: Any, parameters: dict[str, Any]) -> Any:
-    """Run a read on the request's session's connection, past the ORM's machinery."""
-    return db.session.connection().execute(statement, parameters)
-
-
 class OrganizationError(Exception):
     """An operator's request about organizations that cannot be carried out."""
 
@@ -108,12 +104,12 @@ def find_key(caller: Caller, reference: str) -> Key:
     organization_id = caller.organization_id
     if keyformat.is_full_key(reference):
         parameters = {"digest": keyformat.digest(reference), "organization_id": organization_id}
-        row = _read(_BY_DIGEST, parameters).first()
+        row = read(_BY_DIGEST, parameters).first()
     else:
         identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
         if keyformat.is_identifier(identifier):
             parameters = {"identifier": identifier, "organization_id": organization_id}
-            row = _read(_BY_IDENTIFIER, parameters).first()
+            row = read(_BY_IDENTIFIER, parameters).first()
     if row is None:
         raise _not_found()
     return Key._make(row)
@@ -123,12 +119,12 @@ def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None
     """One page, oldest first, ties by identifier: one count and one page query."""
     parameters: dict[str, Any] = {"organization_id": caller.organization_id, "kind": kind}
     count, rows = (_COUNT, _PAGE) if kind is None else (_COUNT_OF_KIND, _PAGE_OF_KIND)
-    total = _read(count, parameters).scalar_one()
+    total = read(count, parameters).scalar_one()
     offset = (page - 1) * page_size
     data: list[Key] = []
     if offset < total:
         parameters |= {"offset": offset, "limit": page_size}
-        data = list(_read(rows, parameters))
+        data = [Key._make(row) for row in read(rows, parameters)]
     return Page(page, page_size, total, data)
 
 
