@@ -9,7 +9,7 @@ PORT ?= 5000
 WORKERS ?=
 BIN := $(VENV)/bin
 
-.PHONY: install run dev test lint clean
+.PHONY: install run dev test lint bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11 or newer is needed: make PYTHON=python3.12 ...")'
@@ -31,6 +31,11 @@ dev: install
 
 test: install
 	$(BIN)/pytest
+
+# The service against bare Flask under gunicorn, with wrk; settings in bench/README.md.
+bench: install
+	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install -y wrk" >&2; exit 1; }
+	$(BIN)/python -m bench.run
 
 # ruff; bandit on app/ (settings in pyproject.toml); pip-audit of the installed dependencies.
 lint: install

@@ -9,7 +9,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import cli, config, database, errors, health, logs
-from app.extensions import db, limiter, migrate
+from app.extensions import db, limiter
 from app.keys import views
 
 
@@ -45,7 +45,6 @@ def register_logging(app: Flask) -> None:
 def register_extensions(app: Flask) -> None:
     database.engine_options(app)
     db.init_app(app)
-    migrate.init_app(app, db, directory=str(database.MIGRATIONS))
     limiter.init_app(app)
     database.configure(app)
 

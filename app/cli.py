@@ -10,7 +10,7 @@ from flask.cli import AppGroup
 from marshmallow import ValidationError
 
 from app.bootstrap import NOTICE, describe_keys
-from app.database import SchemaNotCurrent, upgrade_embedded
+from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
 from app.scopes import KINDS, SCOPES
@@ -96,6 +96,26 @@ def create_key(
         _show(f'Created a key in organization "{organization}".', [created], False, organization)
 
 
+class Commands(AppGroup):
+    """The application's commands. `flask db ...` (Flask-Migrate) is bound when it is asked
+    for: it imports alembic, 10 MB that a worker serving the API never uses."""
+
+    def __init__(self, app: Flask) -> None:
+        super().__init__()
+        self.app = app
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), "db"})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name == "db":
+            register_migrations(self.app)
+        return super().get_command(ctx, name)
+
+
 def register(app: Flask) -> None:
+    commands = Commands(app)
+    commands.commands.update(app.cli.commands)
+    app.cli = commands
     app.cli.add_command(org)
     app.cli.add_command(key)

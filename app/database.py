@@ -6,16 +6,18 @@ import fcntl
 import os
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from flask import Flask
+from flask import Flask, g
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 
 from app.extensions import db
+
+# alembic and Flask-Migrate are imported where they are used: a worker serving the API never
+# needs them, and they weigh 10 MB per process (see bench/README.md).
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -64,14 +66,44 @@ def engine_options(app: Flask) -> None:
 
 
 def configure(app: Flask) -> None:
-    """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only)."""
+    """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only), and
+    return the reads' connection to the pool when the request ends."""
     with app.app_context():
         engine: Engine = db.engine
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
+    app.teardown_appcontext(_close_reads)
+
+
+def read(statement: Any, parameters: dict[str, Any]) -> CursorResult:
+    """Run a read (a statement built once, SQLAlchemy Core) on the request's connection for
+    reads, taken from the pool on first use. Reads skip the ORM session: its set-up and
+    tear-down cost three times a pool checkout (bench/README.md). Writes go through
+    db.session, which commits them."""
+    connection: Connection | None = g.get("_reads")
+    if connection is None:
+        connection = g._reads = db.engine.connect()
+    return connection.execute(statement, parameters)
+
+
+def _close_reads(error: BaseException | None) -> None:
+    connection = g.pop("_reads", None)
+    if connection is not None:
+        connection.close()
+
+
+def register_migrations(app: Flask) -> None:
+    """Bind Flask-Migrate (`flask db ...`, and the application migrations/env.py reads) to
+    `app`, once, when migrations are first needed."""
+    if "migrate" not in app.extensions:
+        from flask_migrate import Migrate
+
+        Migrate(app, db, directory=str(MIGRATIONS))
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config(str(MIGRATIONS / "alembic.ini"))
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["configure_logging"] = False  # leave the server's logging alone
@@ -95,6 +127,8 @@ def _schema_lock(database: str | None):
 def upgrade(app: Flask) -> None:
     """Bring the database's schema to the newest revision, as `flask db upgrade` does;
     leave alone one that a newer version of the service has already upgraded."""
+    from alembic import command
+
     with app.app_context():
         url = db.engine.url
         in_memory = url.database in (None, "", ":memory:")
@@ -113,6 +147,9 @@ class SchemaNotCurrent(RuntimeError):
 
 def _schema_revisions(app: Flask) -> tuple[set[str], set[str], set[str]]:
     """The database's revisions, the code's heads, and every revision the code knows."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
     scripts = ScriptDirectory.from_config(_alembic_config())
     known = {script.revision for script in scripts.walk_revisions()}
     with app.app_context(), db.engine.connect() as connection:

@@ -7,6 +7,8 @@ from alembic import context
 from flask import current_app
 from sqlalchemy import event
 
+from app.database import register_migrations
+
 config = context.config
 
 # `flask db ...` configures logging from alembic.ini; a server or CLI command that
@@ -15,6 +17,9 @@ if config.attributes.get("configure_logging", True) and config.config_file_name:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger("alembic.env")
 
+# Flask-Migrate is bound when migrations are first needed (app/database.py), whether they
+# run from `flask db`, from a server's first start or from alembic's own API.
+register_migrations(current_app._get_current_object())
 target_db = current_app.extensions["migrate"].db
 
 

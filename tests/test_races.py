@@ -18,21 +18,23 @@ def _caller(key: ApiKey) -> Caller:
     return Caller(id=0, organization_id=key.organization_id, kind="sdk_integration", scope_bits=ALL)
 
 
-def _deleted_meanwhile(make_key) -> ApiKey:
+def _deleted_meanwhile(make_key) -> tuple[Caller, service.Key]:
     """A key read by this request, then deleted by another one (its own connection)."""
     full_key = make_key()
-    key = db.session.scalars(db.select(ApiKey).where(ApiKey.name == "test key")).one()
-    assert service.find_key(_caller(key), full_key) is key
+    stored = db.session.scalars(db.select(ApiKey).where(ApiKey.name == "test key")).one()
+    caller = _caller(stored)
+    key = service.find_key(caller, full_key)
+    assert key.id == stored.id
     with db.engine.begin() as other_request:
         other_request.execute(delete(ApiKey).where(ApiKey.id == key.id))
-    return key
+    return caller, key
 
 
 def test_update_of_a_key_deleted_meanwhile_is_404(app, make_key):
     with app.app_context():
-        key = _deleted_meanwhile(make_key)
+        caller, key = _deleted_meanwhile(make_key)
         try:
-            service.update_key(_caller(key), key, {"name": "renamed"})
+            service.update_key(caller, key, {"name": "renamed"})
         except ApiError as error:
             assert (error.code, error.problem_code) == (404, "not_found")
         else:
@@ -41,9 +43,9 @@ def test_update_of_a_key_deleted_meanwhile_is_404(app, make_key):
 
 def test_delete_of_a_key_deleted_meanwhile_is_404(app, make_key):
     with app.app_context():
-        key = _deleted_meanwhile(make_key)
+        caller, key = _deleted_meanwhile(make_key)
         try:
-            service.delete_key(_caller(key), key)
+            service.delete_key(caller, key)
         except ApiError as error:
             assert (error.code, error.problem_code) == (404, "not_found")
         else:

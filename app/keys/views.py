@@ -26,7 +26,7 @@ def list_keys():
         name: values[0] if len(values) == 1 else values for name, values in request.args.lists()
     }
     arguments = schemas.list_arguments.load(query)
-    return schemas.key_page.dump(service.list_keys(g.caller, **arguments))
+    return schemas.dump_page(service.list_keys(g.caller, **arguments))
 
 
 @bp.post("")
@@ -39,14 +39,14 @@ def create_key():
 
 @bp.get("/<reference>")
 def get_key(reference: str):
-    return schemas.key_output.dump(service.find_key(g.caller, reference))
+    return schemas.dump_key(service.find_key(g.caller, reference))
 
 
 @bp.put("/<reference>")
 def update_key(reference: str):
     key = service.find_key(g.caller, reference)
     data = schemas.update_key.load(json_object())
-    return schemas.key_output.dump(service.update_key(g.caller, key, data))
+    return schemas.dump_key(service.update_key(g.caller, key, data))
 
 
 @bp.delete("/<reference>")

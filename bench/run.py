@@ -1,0 +1,314 @@
+"""`make bench`: the service under gunicorn against a bare Flask app with the same gunicorn
+settings, driven by wrk in alternating rounds; medians, ratios and peak RSS per worker.
+
+Settings come from the environment (see bench/README.md): BENCH_KEYS, BENCH_BIG_KEYS,
+BENCH_WORKERS, BENCH_WORKER_CLASS, BENCH_ROUNDS, BENCH_DURATION, BENCH_THREADS,
+BENCH_CONNECTIONS, BENCH_OUTPUT.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.config import ENVIRONMENT
+from bench.seed import Seeded, seed
+
+BENCH = Path(__file__).resolve().parent
+PROJECT = BENCH.parent
+BIN = Path(sys.executable).parent
+READY = "Worker ready (pid: "
+WRK_MISSING = "wrk is not installed: run `apt-get install -y wrk` (or your system's equivalent)"
+# The deep list page: the last full page of the reading organization of the small database,
+# asked of both databases, so that the big one does the same work on a bigger table.
+PAGE_SIZE = 50
+
+
+def setting(name: str, default: int | str) -> int | str:
+    value = os.environ.get(f"BENCH_{name}", default)
+    return int(value) if isinstance(default, int) else value
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen
+    port: int
+    stderr: Path
+    workers: list[int] = field(default_factory=list)
+
+    def peak_rss_mb(self) -> dict[str, float]:
+        """VmHWM (peak resident set) of each worker, in MB."""
+        peaks = {}
+        for pid in self.workers:
+            status = Path(f"/proc/{pid}/status").read_text()
+            kilobytes = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
+            peaks[str(pid)] = round(kilobytes / 1024, 1)
+        return peaks
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start(name: str, app: str, workdir: Path, env: dict[str, str]) -> Server:
+    """gunicorn with the project's gunicorn.conf.py, the benchmark's workers and class."""
+    port = free_port()
+    server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
+    server_env |= {"PYTHONPATH": str(PROJECT), **env}
+    workers = setting("WORKERS", 4)
+    command = [str(BIN / "gunicorn"), "--config", str(PROJECT / "gunicorn.conf.py")]
+    command += ["--workers", str(workers), "--worker-class", setting("WORKER_CLASS", "sync")]
+    command += ["--bind", f"127.0.0.1:{port}", app]
+    stderr = workdir / f"{name}.stderr"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen(  # noqa: S603 (gunicorn, with arguments of our own)
+            command,
+            cwd=PROJECT,
+            env=server_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # the access log: written, as in production, unread
+            stderr=err,
+        )
+    server = Server(name, process, port, stderr)
+    deadline = time.monotonic() + 60
+    while len(server.workers) < workers:
+        if process.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            sys.exit(f"{name}: gunicorn did not start:\n{stderr.read_text()}")
+        server.workers = [
+            int(line.split(READY, 1)[1].split(")")[0])
+            for line in stderr.read_text().splitlines()
+            if READY in line
+        ]
+        time.sleep(0.1)
+    return server
+
+
+def ready_bare(server: Server) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/ping")
+    if connection.getresponse().status != 200:
+        sys.exit(f"{server.name}: GET /ping did not answer 200")
+
+
+@dataclass
+class Scenario:
+    name: str
+    server: str
+    path: str
+    script: str | None = None
+    auth: str | None = None  # the full key to authenticate with
+    expect: int = 200
+
+    def command(self, port: int, seconds: int) -> list[str]:
+        threads, connections = setting("THREADS", 2), setting("CONNECTIONS", 32)
+        command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+        if self.script:
+            command += ["-s", str(BENCH / self.script)]
+        return [*command, f"http://127.0.0.1:{port}{self.path}"]
+
+    def env(self) -> dict[str, str]:
+        if self.auth is None:
+            return dict(os.environ)
+        return os.environ | {"BENCH_AUTH": base64.b64encode(f"{self.auth}:".encode()).decode()}
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _milliseconds(text: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
+    return float(number) * _UNITS[unit]
+
+
+def parse_wrk(output: str) -> dict:
+    """Requests/s, p50 and p99 (ms) and the count of unexpected answers from wrk's text."""
+    percentiles = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", output, re.MULTILINE))
+    other = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    errors = re.search(r"Socket errors: (.*)$", output, re.MULTILINE)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "p50_ms": round(_milliseconds(percentiles["50"]), 3),
+        "p99_ms": round(_milliseconds(percentiles["99"]), 3),
+        "non_2xx": int(other.group(1)) if other else 0,
+        "socket_errors": errors.group(1) if errors else None,
+    }
+
+
+def drive(scenario: Scenario, port: int, seconds: int) -> dict:
+    completed = subprocess.run(  # noqa: S603 (wrk, with arguments of our own)
+        scenario.command(port, seconds),
+        env=scenario.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return parse_wrk(completed.stdout)
+
+
+def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
+    deep = f"/api/keys?page={small.keys_per_organization // PAGE_SIZE}"
+    return [
+        Scenario("bare_flask", "bare", "/ping"),
+        Scenario("get", "small", f"/api/keys/{small.read_target}", "auth.lua", small.reader),
+        Scenario(
+            "get_limits_on", "limited", f"/api/keys/{small.read_target}", "auth.lua", small.reader
+        ),
+        Scenario("list_50", "small", "/api/keys", "auth.lua", small.reader),
+        Scenario("deep_list_50", "small", deep, "auth.lua", small.reader),
+        Scenario("create", "small", "/api/keys", "create.lua", small.writer, expect=201),
+        Scenario("update", "small", f"/api/keys/{small.write_target}", "update.lua", small.writer),
+        Scenario("unauthenticated_401", "small", f"/api/keys/{small.read_target}", expect=401),
+        Scenario("get_big", "big", f"/api/keys/{big.read_target}", "auth.lua", big.reader),
+        Scenario("deep_list_50_big", "big", deep, "auth.lua", big.reader),
+    ]
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    summary = {}
+    for name, rounds in runs.items():
+        summary[name] = {
+            "rps": round(statistics.median(r["rps"] for r in rounds), 1),
+            "p50_ms": round(statistics.median(r["p50_ms"] for r in rounds), 3),
+            "p99_ms": round(statistics.median(r["p99_ms"] for r in rounds), 3),
+            "rounds": rounds,
+        }
+    for name, entry in summary.items():
+        ratios = [r["rps"] / r["bare_rps"] for r in runs[name]] if name != "bare_flask" else [1]
+        entry["ratio_to_bare"] = round(statistics.median(ratios), 3)
+    return summary
+
+
+def table(summary: dict[str, dict], rss: dict[str, dict[str, float]], servers: dict) -> str:
+    lines = [
+        f"{'scenario':<22}{'req/s':>9}{'ratio':>8}{'p50 ms':>9}{'p99 ms':>9}{'RSS MB':>9}",
+    ]
+    for name, entry in summary.items():
+        peak = max(rss[servers[name]].values())
+        lines.append(
+            f"{name:<22}{entry['rps']:>9.0f}{entry['ratio_to_bare']:>8.2f}"
+            f"{entry['p50_ms']:>9.2f}{entry['p99_ms']:>9.2f}{peak:>9.1f}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if shutil.which("wrk") is None:
+        sys.exit(WRK_MISSING)
+    keys, big_keys = setting("KEYS", 10_000), setting("BIG_KEYS", 100_000)
+    rounds, seconds = setting("ROUNDS", 3), setting("DURATION", 5)
+    output = Path(setting("OUTPUT", str(BENCH / "results" / "latest.json")))
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        workdir = Path(scratch)
+        started = time.monotonic()
+        small_url, big_url = (
+            f"sqlite:///{workdir}/small.sqlite3",
+            f"sqlite:///{workdir}/big.sqlite3",
+        )
+        small, big = seed(small_url, keys), seed(big_url, big_keys)
+        print(f"seeded {keys} and {big_keys} keys in {time.monotonic() - started:.1f} s")
+        off = {"RATELIMIT_ENABLED": "false"}
+        servers = {}
+        try:
+            servers["bare"] = start("bare", "bench.bare:app", workdir, {})
+            servers["small"] = start(
+                "small", "wsgi:app", workdir, {"DATABASE_URL": small_url, **off}
+            )
+            servers["big"] = start("big", "wsgi:app", workdir, {"DATABASE_URL": big_url, **off})
+            # The production limits, with a per-key allowance wrk cannot spend: every request
+            # is counted, none refused.
+            limited = {"DATABASE_URL": small_url, "RATELIMIT_PER_KEY": "100000000/minute"}
+            servers["limited"] = start("limited", "wsgi:app", workdir, limited)
+            ready_bare(servers["bare"])
+            yardstick, *plan = scenarios(small, big)
+            for scenario in (yardstick, *plan):  # warm up: caches, first use of the keys
+                drive(scenario, servers[scenario.server].port, 1)
+            runs: dict[str, list[dict]] = {"bare_flask": []} | {s.name: [] for s in plan}
+            for number in range(rounds):
+                for scenario in plan:
+                    # Bare Flask right before each scenario: the ratio compares runs a few
+                    # seconds apart, so that the load of a shared machine weighs on both.
+                    bare = drive(yardstick, servers["bare"].port, seconds)
+                    result = drive(scenario, servers[scenario.server].port, seconds)
+                    refusals = scenario.expect >= 400
+                    if bool(result["non_2xx"]) != refusals:
+                        sys.exit(f"{scenario.name}: not the {scenario.expect} answers expected")
+                    runs["bare_flask"].append(bare)
+                    runs[scenario.name].append(result | {"bare_rps": bare["rps"]})
+                    ratio = result["rps"] / bare["rps"]
+                    print(f"round {number + 1} {scenario.name}: {ratio:.2f} of bare Flask")
+            rss = {name: server.peak_rss_mb() for name, server in servers.items()}
+        finally:
+            for server in servers.values():
+                server.stop()
+    summary = summarize(runs)
+    by_scenario = {scenario.name: scenario.server for scenario in (yardstick, *plan)}
+    result = {
+        "machine": {
+            "cpu": cpu_model(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "settings": {
+            "keys": keys,
+            "big_keys": big_keys,
+            "workers": setting("WORKERS", 4),
+            "worker_class": setting("WORKER_CLASS", "sync"),
+            "threads": setting("THREADS", 2),
+            "connections": setting("CONNECTIONS", 32),
+            "rounds": rounds,
+            "seconds": seconds,
+        },
+        "scenarios": {
+            name: entry | {"server": by_scenario[name]} for name, entry in summary.items()
+        },
+        "peak_rss_mb": rss,
+        # Cost per request with 100,000 keys over cost with 10,000, from the ratios to bare
+        # Flask (so that a change of the machine's load between them cancels out).
+        "big_vs_small_cost": {
+            name: round(summary[name]["ratio_to_bare"] / summary[f"{name}_big"]["ratio_to_bare"], 3)
+            for name in ("get", "deep_list_50")
+        },
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(summary, rss, by_scenario))
+    print("cost of 100k keys vs 10k (1.00 = same):", result["big_vs_small_cost"])
+    print(f"written to {output}")
+
+
+if __name__ == "__main__":
+    main()
