@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app import cli, config, database, errors, health, logs
+from app import cli, config, database, docs, errors, health, logs
 from app.extensions import db, limiter
 from app.keys import views
 
@@ -54,6 +54,7 @@ def register_blueprints(app: Flask) -> None:
     app.url_map.merge_slashes = False
     app.register_blueprint(views.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
 
 
 def register_errorhandlers(app: Flask) -> None:

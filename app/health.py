@@ -21,5 +21,7 @@ def healthz():
     except SQLAlchemyError:
         current_app.logger.warning("health check: the database does not answer", exc_info=True)
         db.session.rollback()
-        raise ApiError(503, "unavailable", "The database does not answer.") from None
+        raise ApiError(
+            503, "unavailable", "The database does not answer.", headers=[("Retry-After", "1")]
+        ) from None
     return {"status": "ok"}

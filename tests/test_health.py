@@ -25,6 +25,7 @@ def app_on(make_app):
 def assert_unavailable(response) -> None:
     assert response.status_code == 503, response.get_data(as_text=True)
     assert response.mimetype == "application/problem+json"
+    assert response.headers["Retry-After"] == "1"  # as every 503 of the service says
     body = response.json
     assert PROBLEM_FIELDS <= set(body) <= PROBLEM_FIELDS | {"errors"}, body
     assert body["status"] == 503

@@ -107,7 +107,8 @@ def test_page_size_out_of_range_or_not_a_number_is_422_naming_it(client, org, va
     assert "page" not in response.json["errors"]
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "one"])
+# 10**18 is past the documented maximum (OpenAPI's `maximum` for page).
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "one", str(10**18)])
 def test_page_below_1_or_not_a_number_is_422_naming_it(client, org, value):
     response = client.get(f"/api/keys?page={value}", auth=(org.sdk, ""))
     assert_problem(response, 422, "validation_error")
@@ -121,7 +122,7 @@ def test_both_bad_page_and_page_size_are_named(client, org):
     assert {"page", "page_size"} <= set(response.json["errors"])
 
 
-@pytest.mark.parametrize("page", [2, 3, 1000000])
+@pytest.mark.parametrize("page", [2, 3, 1000000, 10**18 - 1])
 def test_page_past_the_end_is_empty_with_the_true_total_count(client, org, make_key, page):
     make_key()
     body = listing(client, org.sdk, f"?page={page}&page_size=3")

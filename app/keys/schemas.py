@@ -115,6 +115,7 @@ class _QueryInteger(fields.Integer):
     """An integer in a query string: ASCII digits only, at most 18 of them."""
 
     _PATTERN = re.compile(r"-?[0-9]{1,18}")
+    MAX = 10**18 - 1  # stated, so that the OpenAPI document says it
 
     def _deserialize(self, value, attr, data, **kwargs) -> int:
         if not isinstance(value, str) or not self._PATTERN.fullmatch(value):
@@ -123,7 +124,7 @@ class _QueryInteger(fields.Integer):
 
 
 class ListArguments(Schema):
-    page = _QueryInteger(load_default=1, validate=validate.Range(min=1))
+    page = _QueryInteger(load_default=1, validate=validate.Range(min=1, max=_QueryInteger.MAX))
     page_size = _QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
     kind = _kind()
 

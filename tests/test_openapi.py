@@ -1,0 +1,255 @@
+"""GET /openapi.json and GET /docs: the OpenAPI 3.1 document matches the routes and is
+valid; the interactive reference works with no internet and no credentials."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from marshmallow import ValidationError
+from openapi_spec_validator import validate
+from openapi_spec_validator.validation import OpenAPIV31SpecValidator
+
+from app import openapi
+from app.errors import CODES
+from app.keys import schemas
+
+IGNORED_METHODS = {"HEAD", "OPTIONS"}
+# The endpoints that serve the document and its viewer are not part of the API.
+NOT_THE_API = {"static", "docs.document", "docs.page", "docs.start", "docs.asset"}
+METHODS = {"get", "put", "post", "delete", "patch"}
+
+
+def routes(app) -> set[tuple[str, str]]:
+    """(path as OpenAPI writes it, method) of every route of the url_map."""
+    found = set()
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint in NOT_THE_API:
+            continue
+        path = rule.rule.replace("<", "{").replace(">", "}")
+        found |= {(path, method) for method in rule.methods - IGNORED_METHODS}
+    return found
+
+
+def operations(document: dict) -> set[tuple[str, str]]:
+    return {
+        (path, method.upper())
+        for path, item in document["paths"].items()
+        for method in item
+        if method in METHODS
+    }
+
+
+@pytest.fixture
+def document(client) -> dict:
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    return response.json
+
+
+def test_the_document_describes_every_route_and_nothing_else(app, document):
+    assert routes(app) == operations(document)
+    assert ("/api/keys/{reference}", "DELETE") in routes(app)
+    assert ("/healthz", "GET") in routes(app)
+
+
+def test_a_route_the_document_does_not_describe_stops_the_document(make_app):
+    app = make_app()
+    app.add_url_rule("/api/extra", "extra", lambda: "")
+    with pytest.raises(KeyError, match="extra"):
+        openapi.build(app)
+
+
+def test_a_description_of_a_route_that_is_gone_stops_the_document(make_app, monkeypatch):
+    gone = openapi.OPERATIONS["keys.get_key", "GET"]
+    monkeypatch.setitem(openapi.OPERATIONS, ("keys.gone", "GET"), gone)
+    with pytest.raises(ValueError, match=r"keys\.gone"):
+        openapi.build(make_app())
+
+
+def test_the_document_is_valid_openapi_3_1(document):
+    assert document["openapi"].startswith("3.1.")
+    validate(document, cls=OpenAPIV31SpecValidator)
+
+
+def test_the_document_is_served_without_credentials_and_built_once(app, client):
+    first = client.get("/openapi.json")
+    assert first.status_code == 200
+    assert first.mimetype == "application/json"
+    assert first.headers["Cache-Control"] == "no-cache"
+    assert openapi.document(app) is openapi.document(app)
+    again = client.get("/openapi.json", headers={"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304
+
+
+def test_the_document_is_not_behind_the_keys_limits(make_app):
+    app = make_app(RATELIMIT_AUTH_FAILURES="1/minute")
+    client = app.test_client()
+    assert client.get("/api/keys").status_code == 401
+    assert client.get("/api/keys").status_code == 429
+    assert client.get("/openapi.json").status_code == 200
+    assert client.get("/docs").status_code == 200
+
+
+def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
+    keys = document["paths"]["/api/keys"]
+    create = keys["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert create == {"$ref": "#/components/schemas/CreateKey"}
+    schemas = document["components"]["schemas"]
+    assert schemas["CreateKey"]["required"] == ["kind", "name"]
+    assert schemas["CreateKey"]["properties"]["name"]["maxLength"] == 200
+    assert schemas["CreateKey"]["additionalProperties"] is False
+    assert {p["name"] for p in keys["get"]["parameters"]} == {"page", "page_size", "kind"}
+    page_size = next(p for p in keys["get"]["parameters"] if p["name"] == "page_size")
+    assert page_size["schema"] == {"type": "integer", "default": 50, "minimum": 1, "maximum": 200}
+    page = next(p for p in keys["get"]["parameters"] if p["name"] == "page")
+    assert page["schema"]["maximum"] == 10**18 - 1  # the 18 digits the service reads
+    assert schemas["KeyOutput"]["properties"]["last_used"]["type"] == ["string", "null"]
+
+
+def test_every_error_is_a_problem_with_its_codes(document):
+    responses = document["components"]["responses"]
+    for status in openapi.ERROR_MEANINGS:
+        response = responses[CODES[status]]
+        [(media_type, content)] = response["content"].items()
+        assert media_type == "application/problem+json"
+        problem, specific = content["schema"]["allOf"]
+        assert problem == {"$ref": "#/components/schemas/Problem"}
+        assert specific["properties"]["status"] == {"const": status}
+    assert "Retry-After" in responses["rate_limited"]["headers"]
+    assert "Retry-After" in responses["unavailable"]["headers"]
+    assert "WWW-Authenticate" in responses["unauthorized"]["headers"]
+    forbidden = responses["forbidden"]["content"]["application/problem+json"]["schema"]
+    assert forbidden["allOf"][1]["properties"]["code"] == {
+        "enum": ["forbidden", "scope_exceeds_caller"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "statuses"),
+    [
+        ("/api/keys", "get", {"200", "401", "403", "422", "429", "500", "503"}),
+        ("/api/keys", "post", {"201", "400", "401", "403", "413", "415", "422", "429"}),
+        ("/api/keys/{reference}", "get", {"200", "401", "403", "404", "429"}),
+        ("/api/keys/{reference}", "put", {"200", "404", "409", "413", "415", "422"}),
+        ("/api/keys/{reference}", "delete", {"204", "401", "403", "404", "429"}),
+        ("/healthz", "get", {"200", "503"}),
+    ],
+)
+def test_each_operation_lists_the_statuses_it_can_answer(document, path, method, statuses):
+    assert statuses <= set(document["paths"][path][method]["responses"])
+
+
+def test_operations_name_the_keys_they_need(document):
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["basicAuth"] == {**schemes["basicAuth"], "type": "http", "scheme": "basic"}
+    assert schemes["bearerAuth"] == {**schemes["bearerAuth"], "type": "http", "scheme": "bearer"}
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if path == "/healthz":
+                assert operation["security"] == []
+                continue
+            assert {role for need in operation["security"] for [role] in need.values()} == {
+                "sdk_integration",
+                "custom",
+            }, (path, method)
+            assert "telemetry key gets 403" in operation["description"]
+    create = document["paths"]["/api/keys"]["post"]
+    assert "scope_exceeds_caller" in create["description"]
+
+
+class References(HTMLParser):
+    """The scripts and stylesheets a page loads, and its inline scripts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[tuple[str, str]] = []
+        self.inline_scripts = 0
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if tag == "script":
+            if "src" in attributes:
+                self.urls.append(("script", attributes["src"]))
+            else:
+                self._in_script = True
+        elif tag == "link":
+            self.urls.append((attributes["rel"], attributes["href"]))
+
+    def handle_data(self, data):
+        if self._in_script and data.strip():
+            self.inline_scripts += 1
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+
+CONTENT_TYPES = {
+    "script": {"text/javascript", "application/javascript"},
+    "stylesheet": {"text/css"},
+    "icon": {"image/png"},
+}
+
+
+def test_docs_page_loads_only_what_the_service_itself_serves(client):
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert page.mimetype == "text/html"
+    assert page.headers["Cache-Control"] == "no-cache"
+    policy = page.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "script-src 'self';" in policy
+    html = page.get_data(as_text=True)
+    assert "ak_" not in html and "Authorization" not in html
+    references = References()
+    references.feed(html)
+    assert references.inline_scripts == 0  # the policy allows none
+    kinds = {kind for kind, _ in references.urls}
+    assert {"script", "stylesheet"} <= kinds
+    for kind, url in references.urls:
+        assert "//" not in url and not url.startswith("/"), url  # relative, this service
+        with client.get(f"/{url}") as response:
+            assert response.status_code == 200, url
+            assert response.mimetype in CONTENT_TYPES[kind], (url, response.mimetype)
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+            assert response.get_data()
+
+
+def test_docs_start_script_reads_the_document_of_this_service(client):
+    script = client.get("/docs/start.js").get_data(as_text=True)
+    assert 'url: "openapi.json"' in script
+    assert "validatorUrl: null" in script  # no document sent to an outside validator
+
+
+def test_swagger_ui_files_are_cached_for_a_day(client):
+    with client.get("/docs/swagger-ui-bundle.js") as response:
+        assert response.status_code == 200
+        assert set(response.headers["Cache-Control"].split(", ")) == {"public", "max-age=86400"}
+        assert b"SwaggerUIBundle" in response.get_data()
+
+
+@pytest.mark.parametrize("name", ["VERSION", "LICENSE", "oauth2-redirect.html", "..%2fdocs.py"])
+def test_docs_serves_no_other_file(client, name):
+    response = client.get(f"/docs/{name}")
+    assert response.status_code == 404
+    assert response.mimetype == "application/problem+json"
+
+
+def test_the_documented_name_pattern_is_the_rule_the_service_applies(document):
+    """Every character of the first 12,544 (all of Python's white space among them), alone
+    and inside a name: the pattern matches exactly the names the create schema takes."""
+    pattern = re.compile(
+        document["components"]["schemas"]["CreateKey"]["properties"]["name"]["pattern"]
+    )
+    disagreements = []
+    for code in [*range(0x3100), 0xFEFF]:
+        for name in (chr(code), f"a{chr(code)}b"):
+            try:
+                schemas.create_key.load({"name": name, "kind": "telemetry"})
+                taken = True
+            except ValidationError:
+                taken = False
+            if taken != bool(pattern.search(name)):
+                disagreements.append(name)
+    assert disagreements == []
