@@ -374,17 +374,23 @@ def scripts_with_revision(folder: Path, extra: str = "") -> Config:
     return config
 
 
-def test_a_revision_that_rebuilds_a_referenced_table_keeps_every_key(
-    app_on, new_database, tmp_path
-):
-    """SQLite rebuilds a table to alter it: with foreign keys on, dropping `organizations`
-    under its keys would fail half-way; the migration environment turns them off."""
+def upgraded_to_revision_9001(app_on, new_database, tmp_path):
+    """A new database at head, an organization's keys in it, then upgraded to 9001."""
     database = new_database()
     app = app_on(database)
     upgrade(app)
     keys = make_org(app)
     with app.app_context():
         command.upgrade(scripts_with_revision(tmp_path), "head")
+    return database, app, keys
+
+
+def test_a_revision_that_rebuilds_a_referenced_table_keeps_every_key(
+    app_on, new_database, tmp_path
+):
+    """SQLite rebuilds a table to alter it: with foreign keys on, dropping `organizations`
+    under its keys would fail half-way; the migration environment turns them off."""
+    database, app, keys = upgraded_to_revision_9001(app_on, new_database, tmp_path)
     names, revision = tables_and_revision(database)
     assert revision == "9001"
     assert not [name for name in names if name.startswith("_alembic_tmp")], names
@@ -414,12 +420,7 @@ def test_a_database_a_newer_version_upgraded_is_served_with_a_warning(
     app_on, new_database, tmp_path, caplog
 ):
     """A rolling deploy: the new version's `db upgrade` ran, old workers still start."""
-    database = new_database()
-    app = app_on(database)
-    upgrade(app)
-    keys = make_org(app)
-    with app.app_context():
-        command.upgrade(scripts_with_revision(tmp_path), "head")
+    database, app, keys = upgraded_to_revision_9001(app_on, new_database, tmp_path)
     before = schema_and_data(database)
     require_current_schema(app)
     upgrade_embedded(app)
