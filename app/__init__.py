@@ -10,6 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import cli, config, database, docs, errors, health, logs
 from app.extensions import db, limiter
+from app.json_provider import CompactJSONProvider
 from app.keys import views
 
 
@@ -27,7 +28,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
 def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
     config.load(app, test_config)
-    app.json.sort_keys = False  # fields in the order the specification lists them
+    app.json = CompactJSONProvider(app)  # fields in the order the specification lists them
 
 
 def register_proxies(app: Flask) -> None:

@@ -9,6 +9,7 @@ BENCH_CONNECTIONS, BENCH_OUTPUT.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import http.client
 import json
 import os
@@ -76,20 +77,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start(name: str, app: str, workdir: Path, env: dict[str, str]) -> Server:
-    """gunicorn with the project's gunicorn.conf.py, the benchmark's workers and class."""
+def start(
+    name: str, app: str, workdir: Path, env: dict[str, str], project: Path = PROJECT
+) -> Server:
+    """gunicorn with the project's gunicorn.conf.py, the benchmark's workers and class
+    (`project`: this checkout, or the baseline's)."""
     port = free_port()
     server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-    server_env |= {"PYTHONPATH": str(PROJECT), **env}
+    server_env |= {"PYTHONPATH": str(project), **env}
     workers = setting("WORKERS", 4)
-    command = [str(BIN / "gunicorn"), "--config", str(PROJECT / "gunicorn.conf.py")]
+    command = [str(BIN / "gunicorn"), "--config", str(project / "gunicorn.conf.py")]
     command += ["--workers", str(workers), "--worker-class", setting("WORKER_CLASS", "sync")]
     command += ["--bind", f"127.0.0.1:{port}", app]
     stderr = workdir / f"{name}.stderr"
     with stderr.open("wb") as err:
         process = subprocess.Popen(  # noqa: S603 (gunicorn, with arguments of our own)
             command,
-            cwd=PROJECT,
+            cwd=project,
             env=server_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,  # the access log: written, as in production, unread
@@ -190,6 +194,25 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
     ]
 
 
+# The scenarios a baseline checkout (BENCH_BASELINE) answers too, in the same rounds.
+COMPARED = ("get", "get_limits_on", "list_50", "deep_list_50", "get_big", "deep_list_50_big")
+BASELINE = "@baseline"
+
+
+def with_baseline(plan: list[Scenario]) -> list[Scenario]:
+    """Each compared scenario followed by the same against the baseline's servers."""
+    both = []
+    for scenario in plan:
+        both.append(scenario)
+        if scenario.name in COMPARED:
+            both.append(
+                dataclasses.replace(
+                    scenario, name=scenario.name + BASELINE, server=scenario.server + BASELINE
+                )
+            )
+    return both
+
+
 def cpu_model() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -252,8 +275,19 @@ def main() -> None:
             # is counted, none refused.
             limited = {"DATABASE_URL": small_url, "RATELIMIT_PER_KEY": "100000000/minute"}
             servers["limited"] = start("limited", "wsgi:app", workdir, limited)
-            ready_bare(servers["bare"])
             yardstick, *plan = scenarios(small, big)
+            baseline = setting("BASELINE", "")
+            if baseline:
+                for name, env in (
+                    ("small", {"DATABASE_URL": small_url, **off}),
+                    ("big", {"DATABASE_URL": big_url, **off}),
+                    ("limited", limited),
+                ):
+                    servers[name + BASELINE] = start(
+                        name + BASELINE, "wsgi:app", workdir, env, Path(baseline).resolve()
+                    )
+                plan = with_baseline(plan)
+            ready_bare(servers["bare"])
             for scenario in (yardstick, *plan):  # warm up: caches, first use of the keys
                 drive(scenario, servers[scenario.server].port, 1)
             runs: dict[str, list[dict]] = {"bare_flask": []} | {s.name: [] for s in plan}
@@ -291,6 +325,7 @@ def main() -> None:
             "connections": setting("CONNECTIONS", 32),
             "rounds": rounds,
             "seconds": seconds,
+            "baseline": setting("BASELINE", "") or None,
         },
         "scenarios": {
             name: entry | {"server": by_scenario[name]} for name, entry in summary.items()
@@ -299,8 +334,14 @@ def main() -> None:
         # Cost per request with 100,000 keys over cost with 10,000, from the ratios to bare
         # Flask (so that a change of the machine's load between them cancels out).
         "big_vs_small_cost": {
-            name: round(summary[name]["ratio_to_bare"] / summary[f"{name}_big"]["ratio_to_bare"], 3)
+            name + suffix: round(
+                summary[name + suffix]["ratio_to_bare"]
+                / summary[f"{name}_big{suffix}"]["ratio_to_bare"],
+                3,
+            )
             for name in ("get", "deep_list_50")
+            for suffix in ("", BASELINE)
+            if name + suffix in summary
         },
     }
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """`make bench` is not part of the suite; this only checks that its scripts load, that the
-yardstick answers, that wrk's output is read right, and that a missing wrk is named."""
+yardstick answers, that wrk's output is read right, that a missing wrk is named, and that
+a baseline checkout answers the compared scenarios beside this one."""
 
 from __future__ import annotations
 
@@ -46,3 +47,18 @@ def test_a_missing_wrk_is_named_with_its_install_command(monkeypatch):
 
 def test_the_profiler_script_parses():
     ast.parse((Path(run.BENCH) / "profile.py").read_text())
+
+
+def test_a_baseline_answers_each_compared_scenario_right_after_this_checkout():
+    plan = [
+        run.Scenario("get", "small", "/api/keys/x"),
+        run.Scenario("create", "small", "/api/keys"),
+        run.Scenario("get_big", "big", "/api/keys/y"),
+    ]
+    assert [(s.name, s.server, s.path) for s in run.with_baseline(plan)] == [
+        ("get", "small", "/api/keys/x"),
+        ("get@baseline", "small@baseline", "/api/keys/x"),
+        ("create", "small", "/api/keys"),
+        ("get_big", "big", "/api/keys/y"),
+        ("get_big@baseline", "big@baseline", "/api/keys/y"),
+    ]

@@ -176,9 +176,17 @@ def test_order_is_the_same_on_every_request(client, org, make_key, clock):
         assert [item["key"] for item in listing(client, org.sdk)["data"]] == first
 
 
+@pytest.fixture(params=["plain", "deep"])
+def page_query(request, monkeypatch) -> None:
+    """Each page query in turn: the plain one, and the one pages deep in a list use (for
+    every page, here)."""
+    if request.param == "deep":
+        monkeypatch.setattr(service, "DEEP_OFFSET", 0)
+
+
 @pytest.mark.parametrize("page_size", [1, 2, 3, 4, 5])
 def test_walking_all_pages_yields_each_key_exactly_once_in_order(
-    client, org, make_key, clock, page_size
+    client, org, make_key, clock, page_size, page_query
 ):
     # Three groups of three keys tied in `created`, and the two starting keys.
     clock.times = [BASE + timedelta(seconds=number // 3) for number in range(9)]
@@ -220,7 +228,7 @@ def test_kind_filters_and_total_count_counts_the_filter(client, org, mixed, kind
     assert {item["kind"] for item in body["data"]} == {kind}
 
 
-def test_kind_filter_pages_over_the_filtered_keys(client, org, mixed):
+def test_kind_filter_pages_over_the_filtered_keys(client, org, mixed, page_query):
     body = listing(client, org.sdk, "?kind=custom&page=2&page_size=2")
     assert (body["page"], body["page_size"], body["total_count"]) == (2, 2, 3)
     assert [item["kind"] for item in body["data"]] == ["custom"]

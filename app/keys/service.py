@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from flask import current_app
 from marshmallow import ValidationError
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import Select, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app import keyformat
@@ -58,10 +58,30 @@ _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
 _WITH_KIND = _KEYS.c.kind == bindparam("kind")
 _COUNT = select(func.count()).select_from(_KEYS).where(_IN_ORGANIZATION)
 _COUNT_OF_KIND = _COUNT.where(_WITH_KIND)
-_PAGE = _KEY.where(_IN_ORGANIZATION).order_by(*_ORDER).offset(bindparam("offset"))
-_PAGE = _PAGE.limit(bindparam("limit"))
-_PAGE_OF_KIND = _KEY.where(_IN_ORGANIZATION, _WITH_KIND).order_by(*_ORDER)
-_PAGE_OF_KIND = _PAGE_OF_KIND.offset(bindparam("offset")).limit(bindparam("limit"))
+
+
+def _page(*criteria: Any, deep: bool) -> Select:
+    """A page of keys in list order. A deep page takes its keys' ids from the listing
+    index first, then reads those rows: what it skips are index entries, not table rows
+    (half the time 25,000 keys in; a little more than the plain query near the start,
+    hence both, bench/README.md)."""
+
+    def in_order(*columns: Any) -> Select:
+        query = select(*columns).where(*criteria).order_by(*_ORDER)
+        return query.offset(bindparam("offset")).limit(bindparam("limit"))
+
+    if not deep:
+        return in_order(*_KEY.selected_columns)
+    return _KEY.where(_KEYS.c.id.in_(in_order(_KEYS.c.id).scalar_subquery())).order_by(*_ORDER)
+
+
+# Pages starting this far in skip their rows through the index alone.
+DEEP_OFFSET = 1_000
+_PAGES = {
+    (kind, deep): _page(*criteria, deep=deep)
+    for kind, criteria in ((False, (_IN_ORGANIZATION,)), (True, (_IN_ORGANIZATION, _WITH_KIND)))
+    for deep in (False, True)
+}
 _UPDATE = (
     update(_KEYS)
     .where(_KEYS.c.id == bindparam("key_id"))
@@ -118,12 +138,12 @@ def find_key(caller: Caller, reference: str) -> Key:
 def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None) -> Page:
     """One page, oldest first, ties by identifier: one count and one page query."""
     parameters: dict[str, Any] = {"organization_id": caller.organization_id, "kind": kind}
-    count, rows = (_COUNT, _PAGE) if kind is None else (_COUNT_OF_KIND, _PAGE_OF_KIND)
-    total = read(count, parameters).scalar_one()
+    total = read(_COUNT if kind is None else _COUNT_OF_KIND, parameters).scalar_one()
     offset = (page - 1) * page_size
     data: list[Key] = []
     if offset < total:
         parameters |= {"offset": offset, "limit": page_size}
+        rows = _PAGES[kind is not None, offset >= DEEP_OFFSET]
         data = [Key._make(row) for row in read(rows, parameters)]
     return Page(page, page_size, total, data)
 
