@@ -82,15 +82,7 @@ _PAGES = {
     for kind, criteria in ((False, (_IN_ORGANIZATION,)), (True, (_IN_ORGANIZATION, _WITH_KIND)))
     for deep in (False, True)
 }
-_UPDATE = (
-    update(_KEYS)
-    .where(_KEYS.c.id == bindparam("key_id"))
-    .values(
-        name=bindparam("new_name"),
-        scope_bits=bindparam("new_scope_bits"),
-        updated=bindparam("new_updated"),
-    )
-)
+_UPDATE = update(_KEYS).where(_KEYS.c.id == bindparam("key_id"))
 
 
 class OrganizationError(Exception):
@@ -190,12 +182,17 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
     if is_immutable(key.kind) and scope_bits != key.scope_bits:
         raise ApiError(409, "immutable_key", f"The scopes of a {key.kind} key cannot change.")
     name = data.get("name", key.name)
-    if (name, scope_bits) != (key.name, key.scope_bits):
-        key = key._replace(
-            name=name, scope_bits=scope_bits, updated=max(utcnow(), key.updated + TICK)
-        )
-        values = {"new_name": name, "new_scope_bits": scope_bits, "new_updated": key.updated}
-        updated = db.session.execute(_UPDATE, {"key_id": key.id, **values}).rowcount
+    # Only what this request changes is written: a rename never writes back the scopes it
+    # read, which another request may have narrowed meanwhile, nor a rescope the name.
+    changes = {
+        column: value
+        for column, value in (("name", name), ("scope_bits", scope_bits))
+        if value != getattr(key, column)
+    }
+    if changes:
+        key = key._replace(**changes, updated=max(utcnow(), key.updated + TICK))
+        statement = _UPDATE.values(**changes, updated=key.updated)
+        updated = db.session.execute(statement, {"key_id": key.id}).rowcount
         db.session.commit()
         if not updated:  # deleted by another request since it was read
             raise _not_found()
