@@ -47,22 +47,20 @@ def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
 
 
 def engine_options(app: Flask) -> None:
-    """Set PostgreSQL's timeouts (a dialect switch: PostgreSQL only) unless the database
-    URL (`?options=...`) or SQLALCHEMY_ENGINE_OPTIONS' connect_args already set options.
-    Runs before the engine is made."""
+    """PostgreSQL only (a dialect switch), before the engine is made:
+    - READ COMMITTED, whatever the server's default: a request's reads and its last_used
+      write run on two connections, and the reads must see that write (contract section
+      2: a key reading itself sees the current request);
+    - its timeouts, unless the database URL (`?options=...`) or SQLALCHEMY_ENGINE_OPTIONS'
+      connect_args already set options."""
     url = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
-    options = app.config["SQLALCHEMY_ENGINE_OPTIONS"]
-    connect_args = options.get("connect_args", {})
-    if (
-        url.get_backend_name() != "postgresql"
-        or "options" in url.query
-        or "options" in connect_args
-    ):
+    if url.get_backend_name() != "postgresql":
         return
-    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
-        **options,
-        "connect_args": {**connect_args, "options": POSTGRESQL_TIMEOUTS},
-    }
+    options = {"isolation_level": "READ COMMITTED", **app.config["SQLALCHEMY_ENGINE_OPTIONS"]}
+    connect_args = options.get("connect_args", {})
+    if "options" not in url.query and "options" not in connect_args:
+        options["connect_args"] = {**connect_args, "options": POSTGRESQL_TIMEOUTS}
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
 
 
 def configure(app: Flask) -> None:

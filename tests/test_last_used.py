@@ -7,8 +7,12 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy.engine import make_url
 
+from app.database import upgrade
 from app.keyformat import identifier_of
+from app.keys import service
+from tests.databases import _administer, needs_postgresql
 
 
 def now() -> datetime:
@@ -185,3 +189,24 @@ class TestResolutionOneSecond:
         later, before, after = read_self(client, key)
         assert before <= parse(later["last_used"]) <= after
         assert parse(later["last_used"]) > parse(first["last_used"])
+
+
+@needs_postgresql
+def test_first_use_is_seen_at_once_where_the_server_defaults_to_repeatable_read(
+    make_app, new_database
+):
+    """Reads and the last_used write run on two connections: under a REPEATABLE READ
+    default the reads' snapshot would miss the write, so the service asks READ COMMITTED."""
+    url = new_database()
+    _administer(
+        f'ALTER DATABASE "{make_url(url).database}" '
+        "SET default_transaction_isolation = 'repeatable read'"
+    )
+    app = make_app(SQLALCHEMY_DATABASE_URI=url)
+    upgrade(app)
+    with app.app_context():
+        _, keys = service.create_organization("isolation")
+    sdk = next(full_key for key, full_key in keys if key.kind == "sdk_integration")
+    body, before, after = read_self(app.test_client(), sdk)
+    assert body["last_used"] is not None
+    assert before.replace(microsecond=0) <= parse(body["last_used"]) <= after
