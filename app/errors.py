@@ -144,6 +144,8 @@ def handle_validation_error(error: ValidationError) -> Response:
     )
 
 
+# A 503 for a database that does not answer: a client may retry in a second.
+RETRY_SHORTLY = ("Retry-After", "1")
 # SQLite reports a missing table or column as an OperationalError too.
 SCHEMA_MISSING = ("no such table", "no such column")
 
@@ -159,7 +161,7 @@ def handle_database_unavailable(error: OperationalError) -> Response:
         503,
         "unavailable",
         "The database does not answer; retry shortly.",
-        headers=[("Retry-After", "1")],
+        headers=[RETRY_SHORTLY],
     )
 
 

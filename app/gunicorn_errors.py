@@ -12,15 +12,15 @@ import json
 
 from gunicorn import util
 
-from app.errors import CODES, PROBLEM_JSON, problem_document
+from app import errors
 
 DETAILS = {
+    **errors.DETAILS,
     400: "The request is not valid HTTP/1.1.",
     403: "The request is not allowed.",
     414: "The request line is longer than this server accepts.",
     417: "The request's Expect header cannot be met.",
     431: "The request's headers are larger than this server accepts.",
-    500: "The server could not complete the request.",
     501: "The request's transfer coding is not supported.",
 }
 
@@ -28,13 +28,13 @@ DETAILS = {
 def write_problem(sock, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn.util.write_error's replacement; `mesg`, which quotes the request, is left
     out (gunicorn's warning log line, masked by app/gunicorn_logger.py, keeps it)."""
-    document = problem_document(
-        status_int, CODES.get(status_int, "error"), DETAILS.get(status_int, reason)
+    document = errors.problem_document(
+        status_int, errors.CODES.get(status_int, "error"), DETAILS.get(status_int, reason)
     )
     body = json.dumps(document, separators=(",", ":")).encode()
     head = (
         f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
-        f"Content-Type: {PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Content-Type: {errors.PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     util.write_nonblock(sock, head.encode("latin-1") + body)
 

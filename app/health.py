@@ -6,7 +6,7 @@ from flask import Blueprint, current_app
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.errors import ApiError
+from app.errors import RETRY_SHORTLY, ApiError
 from app.extensions import db
 from app.models import Organization
 
@@ -22,6 +22,6 @@ def healthz():
         current_app.logger.warning("health check: the database does not answer", exc_info=True)
         db.session.rollback()
         raise ApiError(
-            503, "unavailable", "The database does not answer.", headers=[("Retry-After", "1")]
+            503, "unavailable", "The database does not answer.", headers=[RETRY_SHORTLY]
         ) from None
     return {"status": "ok"}

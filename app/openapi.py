@@ -230,20 +230,24 @@ KEY_FIELDS = {
     "updated": {"type": "string", "format": "date-time"},
 }
 READ_ONLY_INPUT = {"description": "Read-only: accepted and ignored, whatever its value."}
-# The control characters names may not hold (C0, DEL, C1), and Python's other white
-# space (what str.strip() removes), as JSON Schema pattern escapes.
+# The control characters names may not hold (C0, DEL, C1), as JSON Schema pattern escapes.
 _CONTROL = "\\x00-\\x1f\\x7f-\\x9f"
-_SPACE = "".join(
-    f"\\u{ord(c):04x}"
-    for c in map(chr, range(0x10000))
-    if c.isspace() and not (c < " " or "\x7f" <= c <= "\x9f")
-)
-NAME_INPUT = {
-    "description": "1 to 200 characters after trimming surrounding white space (stored "
-    "trimmed); no control characters.",
-    # Something besides white space, and no control character.
-    "pattern": f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$",
-}
+
+
+def _name_input() -> dict[str, str]:
+    """The name rule, made when the document is built (not when a worker starts): Python's
+    other white space (what str.strip() removes) is found among 65,536 characters."""
+    space = "".join(
+        f"\\u{ord(c):04x}"
+        for c in map(chr, range(0x10000))
+        if c.isspace() and not (c < " " or "\x7f" <= c <= "\x9f")
+    )
+    return {
+        "description": "1 to 200 characters after trimming surrounding white space (stored "
+        "trimmed); no control characters.",
+        # Something besides white space, and no control character.
+        "pattern": f"^[^{_CONTROL}]*[^{_CONTROL}{space}][^{_CONTROL}]*$",
+    }
 
 
 def document(app: Flask) -> dict[str, Any]:
@@ -307,8 +311,9 @@ def _complete_schemas(components: dict[str, dict]) -> None:
     components["KeyOutput"]["properties"].update(KEY_FIELDS)
     for name in ("KeyOutput", "KeyPage"):
         components[name]["required"] = list(components[name]["properties"])
+    name_input = _name_input()
     for name in ("CreateKey", "UpdateKey"):
-        components[name]["properties"]["name"].update(NAME_INPUT)
+        components[name]["properties"]["name"].update(name_input)
         for field in sorted(schemas.READ_ONLY):
             components[name]["properties"][field] = READ_ONLY_INPUT
     components["CreateKey"]["allOf"] = [
