@@ -8,10 +8,11 @@ from typing import NamedTuple
 from flask import current_app, g, request
 from sqlalchemy import bindparam, select, update
 
-from app import database, keyformat
+from app import keyformat
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey
+from app.reads import Read
 from app.scopes import MANAGING_KINDS
 from app.timestamps import utcnow
 
@@ -20,9 +21,11 @@ CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
 # SQLAlchemy Core statements on the model's table, built once: the ORM's execution
 # machinery and objects cost more than the lookup itself (see bench/README.md).
 _KEYS = ApiKey.__table__
-_BY_DIGEST = select(
-    _KEYS.c.id, _KEYS.c.organization_id, _KEYS.c.kind, _KEYS.c.scope_bits, _KEYS.c.last_used
-).where(_KEYS.c.digest == bindparam("digest"))
+_BY_DIGEST = Read(
+    select(
+        _KEYS.c.id, _KEYS.c.organization_id, _KEYS.c.kind, _KEYS.c.scope_bits, _KEYS.c.last_used
+    ).where(_KEYS.c.digest == bindparam("digest"))
+)
 _RECORD_USE = (
     update(_KEYS).where(_KEYS.c.id == bindparam("key_id")).values(last_used=bindparam("now"))
 )
@@ -64,7 +67,7 @@ def authenticate() -> None:
     row = None
     if presented and keyformat.is_full_key(presented):
         digest = keyformat.digest(presented)
-        row = database.read(_BY_DIGEST, {"digest": digest}).first()
+        row = _BY_DIGEST.first({"digest": digest})
     if row is None:
         raise ApiError(
             401,
@@ -73,7 +76,8 @@ def authenticate() -> None:
             "or as a Bearer token.",
             headers=[CHALLENGE],
         )
-    _record_use(row.id, row.last_used)
-    g.caller = Caller(row.id, row.organization_id, row.kind, row.scope_bits)
-    if row.kind not in MANAGING_KINDS:
+    key_id, organization_id, kind, scope_bits, last_used = row
+    _record_use(key_id, last_used)
+    g.caller = Caller(key_id, organization_id, kind, scope_bits)
+    if kind not in MANAGING_KINDS:
         raise ApiError(403, "forbidden", "Telemetry keys cannot manage API keys.")

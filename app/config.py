@@ -20,9 +20,8 @@ from app import keyformat
 DEFAULTS: dict[str, Any] = {
     # SQLite in the instance folder: nothing to install or start.
     "SQLALCHEMY_DATABASE_URI": "sqlite:///api-keys.sqlite3",
-    # No SQL parameter (a digest) in any exception message or log line; drop dead
-    # connections (a restarted PostgreSQL) before a request meets them.
-    "SQLALCHEMY_ENGINE_OPTIONS": {"hide_parameters": True, "pool_pre_ping": True},
+    # No SQL parameter (a digest) in any exception message or log line.
+    "SQLALCHEMY_ENGINE_OPTIONS": {"hide_parameters": True},
     # Request bodies over 64 KiB are refused with 413.
     "MAX_CONTENT_LENGTH": 64 * 1024,
     "KEY_PREFIX": "ak_",

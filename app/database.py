@@ -6,12 +6,13 @@ import fcntl
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from flask import Flask, g
+from flask import Flask
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
+from sqlalchemy.engine import Engine, make_url
 
+from app import reads
 from app.extensions import db
 
 # alembic and Flask-Migrate are imported where they are used: a worker serving the API never
@@ -48,6 +49,9 @@ def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
 
 def engine_options(app: Flask) -> None:
     """PostgreSQL only (a dialect switch), before the engine is made:
+    - a connection from the pool is tried first (pool_pre_ping): one a restarted server
+      dropped is replaced before a request meets it (a SQLite file has no server to lose,
+      and the ping would be a third statement per request);
     - READ COMMITTED, whatever the server's default: a request's reads and its last_used
       write run on two connections, and the reads must see that write (contract section
       2: a key reading itself sees the current request);
@@ -56,7 +60,11 @@ def engine_options(app: Flask) -> None:
     url = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
     if url.get_backend_name() != "postgresql":
         return
-    options = {"isolation_level": "READ COMMITTED", **app.config["SQLALCHEMY_ENGINE_OPTIONS"]}
+    options = {
+        "pool_pre_ping": True,
+        "isolation_level": "READ COMMITTED",
+        **app.config["SQLALCHEMY_ENGINE_OPTIONS"],
+    }
     connect_args = options.get("connect_args", {})
     if "options" not in url.query and "options" not in connect_args:
         options["connect_args"] = {**connect_args, "options": POSTGRESQL_TIMEOUTS}
@@ -65,29 +73,12 @@ def engine_options(app: Flask) -> None:
 
 def configure(app: Flask) -> None:
     """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only), and
-    return the reads' connection to the pool when the request ends."""
+    return the reads' connection to the pool when the request ends (app/reads.py)."""
     with app.app_context():
         engine: Engine = db.engine
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
-    app.teardown_appcontext(_close_reads)
-
-
-def read(statement: Any, parameters: dict[str, Any]) -> CursorResult:
-    """Run a read (a statement built once, SQLAlchemy Core) on the request's connection for
-    reads, taken from the pool on first use. Reads skip the ORM session: its set-up and
-    tear-down cost three times a pool checkout (bench/README.md). Writes go through
-    db.session, which commits them."""
-    connection: Connection | None = g.get("_reads")
-    if connection is None:
-        connection = g._reads = db.engine.connect()
-    return connection.execute(statement, parameters)
-
-
-def _close_reads(error: BaseException | None) -> None:
-    connection = g.pop("_reads", None)
-    if connection is not None:
-        connection.close()
+    app.teardown_appcontext(reads.end)
 
 
 def register_migrations(app: Flask) -> None:

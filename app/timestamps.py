@@ -18,4 +18,4 @@ def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     # isoformat is five times faster than strftime, and gives the same text for naive times.
-    return moment.isoformat(timespec="microseconds") + "Z"
+    return moment.isoformat("T", "microseconds") + "Z"

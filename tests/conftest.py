@@ -4,18 +4,20 @@ runner, an organization with its starting keys, and a factory for more keys."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import psycopg
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from app import create_app
+from app import create_app, reads
 from app.database import upgrade
 from app.extensions import db
 from app.keys import service
@@ -102,24 +104,52 @@ def sql(database_url) -> Iterator[Callable[..., list]]:
     engine.dispose()
 
 
+# A parameter as the drivers show it: psycopg's placeholder, or a value SQLite's trace has
+# put in its place (a blob, a string, a number).
+_PARAMETER = re.compile(r"%\(\w+\)S|X'[0-9A-F]*'|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
+
+
 @pytest.fixture
 def statements(app):
-    """A recorder of the SQL statements the app sends while it is active."""
+    """A recorder of the SQL statements the app sends to the database while it is active,
+    as the driver sees them (reads skip SQLAlchemy's execute events, app/reads.py), minus
+    transaction control (BEGIN, COMMIT, ROLLBACK)."""
 
     @contextmanager
     def record():
         seen: list[str] = []
 
-        def remember(conn, cursor, statement, parameters, context, executemany):
-            seen.append(" ".join(statement.split()).upper())
+        def remember(statement: str) -> None:
+            statement = _PARAMETER.sub("?", " ".join(statement.split()).upper())
+            if not statement.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+                seen.append(statement)
+
+        class RecordingCursor(psycopg.Cursor):
+            def execute(self, query, *args, **kwargs):
+                remember(query if isinstance(query, str) else query.as_string(self))
+                return super().execute(query, *args, **kwargs)
+
+        traced = []
+
+        def trace(dbapi_connection, connection_record):
+            if isinstance(dbapi_connection, sqlite3.Connection):
+                dbapi_connection.set_trace_callback(remember)
+            else:
+                dbapi_connection.cursor_factory = RecordingCursor
+            traced.append(dbapi_connection)
 
         with app.app_context():
             engine = db.engine
-        event.listen(engine, "before_cursor_execute", remember)
+        # Connections made from here on are traced: the pool's and this thread's reads'.
+        reads.release()
+        engine.dispose()
+        event.listen(engine, "connect", trace)
         try:
             yield seen
         finally:
-            event.remove(engine, "before_cursor_execute", remember)
+            event.remove(engine, "connect", trace)
+            reads.release(discard=True)
+            engine.dispose()
 
     return record
 
@@ -134,6 +164,7 @@ def app_config() -> dict:
 def app(database_url, app_config) -> Iterator[Flask]:
     app = _app(database_url, **app_config)
     yield app
+    reads.release(discard=True)  # this thread's connection, which dispose leaves open
     with app.app_context():
         db.engine.dispose()
 
@@ -149,6 +180,7 @@ def make_app() -> Iterator[Callable[..., Flask]]:
         return apps[-1]
 
     yield make
+    reads.release(discard=True)
     for made in apps:
         with made.app_context():
             db.engine.dispose()

@@ -16,10 +16,10 @@ from sqlalchemy.exc import IntegrityError
 
 from app import keyformat
 from app.auth import Caller
-from app.database import read
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey, Organization
+from app.reads import Read
 from app.scopes import CUSTOM, FIXED, SDK_INTEGRATION, TELEMETRY, exceeding, is_immutable, to_names
 from app.timestamps import TICK, utcnow
 
@@ -52,12 +52,12 @@ class Page(NamedTuple):
 _KEYS = ApiKey.__table__
 _IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
 _KEY = select(*(_KEYS.c[name] for name in Key._fields))
-_BY_DIGEST = _KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION)
-_BY_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
+_BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
+_BY_IDENTIFIER = Read(_KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION))
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
 _WITH_KIND = _KEYS.c.kind == bindparam("kind")
 _COUNT = select(func.count()).select_from(_KEYS).where(_IN_ORGANIZATION)
-_COUNT_OF_KIND = _COUNT.where(_WITH_KIND)
+_COUNTS = {False: Read(_COUNT), True: Read(_COUNT.where(_WITH_KIND))}
 
 
 def _page(*criteria: Any, deep: bool) -> Select:
@@ -78,7 +78,7 @@ def _page(*criteria: Any, deep: bool) -> Select:
 # Pages starting this far in skip their rows through the index alone.
 DEEP_OFFSET = 1_000
 _PAGES = {
-    (kind, deep): _page(*criteria, deep=deep)
+    (kind, deep): Read(_page(*criteria, deep=deep))
     for kind, criteria in ((False, (_IN_ORGANIZATION,)), (True, (_IN_ORGANIZATION, _WITH_KIND)))
     for deep in (False, True)
 }
@@ -116,12 +116,12 @@ def find_key(caller: Caller, reference: str) -> Key:
     organization_id = caller.organization_id
     if keyformat.is_full_key(reference):
         parameters = {"digest": keyformat.digest(reference), "organization_id": organization_id}
-        row = read(_BY_DIGEST, parameters).first()
+        row = _BY_DIGEST.first(parameters)
     else:
         identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
         if keyformat.is_identifier(identifier):
             parameters = {"identifier": identifier, "organization_id": organization_id}
-            row = read(_BY_IDENTIFIER, parameters).first()
+            row = _BY_IDENTIFIER.first(parameters)
     if row is None:
         raise _not_found()
     return Key._make(row)
@@ -130,13 +130,13 @@ def find_key(caller: Caller, reference: str) -> Key:
 def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None) -> Page:
     """One page, oldest first, ties by identifier: one count and one page query."""
     parameters: dict[str, Any] = {"organization_id": caller.organization_id, "kind": kind}
-    total = read(_COUNT if kind is None else _COUNT_OF_KIND, parameters).scalar_one()
+    ((total,),) = _COUNTS[kind is not None].rows(parameters)
     offset = (page - 1) * page_size
     data: list[Key] = []
     if offset < total:
         parameters |= {"offset": offset, "limit": page_size}
-        rows = _PAGES[kind is not None, offset >= DEEP_OFFSET]
-        data = [Key._make(row) for row in read(rows, parameters)]
+        query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
+        data = [Key._make(row) for row in query.rows(parameters)]
     return Page(page, page_size, total, data)
 
 

@@ -1,0 +1,165 @@
+"""The reads every request makes (the key lookup, a key, a page and its count): SELECTs built
+once with SQLAlchemy Core, compiled once per database dialect, run on the database
+driver's cursor.
+
+SQLAlchemy's Connection.execute costs four times the query it runs (an execution context
+and a result object per statement), and a pool checkout and return per request cost more
+than a GET's two queries (bench/README.md). So a read costs the driver's execute and the
+dialect's own conversions (SQLite's text times to datetimes, say), on a connection each
+thread takes from the engine's pool once and keeps.
+
+What this path keeps from SQLAlchemy: the engine's pool, the dialect's SQL, parameter and
+result conversions, and its exceptions: a database that does not answer raises
+sqlalchemy.exc.OperationalError, which app/errors.py turns into 503. A connection the
+database dropped (a restarted PostgreSQL) leaves the pool and the read runs once more on a
+new one. What it leaves out: the engine's execute events and echo, which see writes only.
+Writes go through db.session, which commits them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.sql import Select
+
+from app.extensions import db
+
+
+class _Compiled:
+    """A statement's SQL for one dialect, and how its parameters and rows are converted."""
+
+    def __init__(self, statement: Select, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql = compiled.string
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        self.binds = [
+            (name, binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+            for name in (compiled.positiontup or binds)
+        ]
+        self.positional = compiled.positiontup is not None
+        self.columns = [
+            (index, processor)
+            for index, column in enumerate(statement.selected_columns)
+            if (processor := column.type.dialect_impl(dialect).result_processor(dialect, None))
+        ]
+
+    def parameters(self, values: Mapping[str, Any]) -> tuple | dict:
+        converted = [
+            (name, values[name] if convert is None else convert(values[name]))
+            for name, convert in self.binds
+        ]
+        if self.positional:
+            return tuple(value for _, value in converted)
+        return dict(converted)
+
+    def row(self, row: tuple) -> tuple:
+        if not self.columns:
+            return row
+        values = list(row)
+        for index, convert in self.columns:
+            values[index] = convert(values[index])
+        return tuple(values)
+
+
+class Read:
+    """A SELECT to run with `rows(parameters)`; made once, where the statement is defined."""
+
+    def __init__(self, statement: Select) -> None:
+        self.statement = statement
+        self._compiled: WeakKeyDictionary[Dialect, _Compiled] = WeakKeyDictionary()
+
+    def compiled(self, dialect: Dialect) -> _Compiled:
+        compiled = self._compiled.get(dialect)
+        if compiled is None:
+            compiled = self._compiled[dialect] = _Compiled(self.statement, dialect)
+        return compiled
+
+    def rows(self, parameters: Mapping[str, Any]) -> list[tuple]:
+        """Every row, converted as SQLAlchemy would."""
+        engine = db.engine
+        compiled = self.compiled(engine.dialect)
+        rows = _run(engine, compiled.sql, compiled.parameters(parameters))
+        return [compiled.row(row) for row in rows] if compiled.columns else rows
+
+    def first(self, parameters: Mapping[str, Any]) -> tuple | None:
+        rows = self.rows(parameters)
+        return rows[0] if rows else None
+
+
+class _Held:
+    """A thread's connection for reads: taken from the pool at the thread's first read and
+    kept from one request to the next (a checkout and return per request cost more than
+    both of a GET's queries). When the thread ends, the pool closes it."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.connection = engine.raw_connection()
+        self.cursor = self.connection.cursor()
+
+    def release(self, discard: bool = False) -> None:
+        if discard:  # closed, and out of the pool
+            self.connection.invalidate()
+        self.connection.close()
+
+
+class _Thread(threading.local):
+    held: _Held | None = None
+
+
+_thread = _Thread()
+
+
+def _run(engine: Engine, sql: str, values: tuple | dict, retry: bool = True) -> list[tuple]:
+    """The rows of `sql` on the thread's connection; once more on a new connection if the
+    database dropped that one (reads change nothing, so running one twice is safe)."""
+    held = _thread.held
+    if held is None or held.engine is not engine:
+        release(discard=True)  # another app's engine, gone or disposed
+        try:
+            held = _thread.held = _Held(engine)
+        except engine.dialect.loaded_dbapi.Error as error:
+            _thread.held = None
+            raise _translated(engine, error, sql) from error
+    try:
+        held.cursor.execute(sql, values)
+        return held.cursor.fetchall()  # all: a statement left open holds SQLite's snapshot
+    except engine.dialect.loaded_dbapi.Error as error:
+        dbapi_connection = held.connection.dbapi_connection
+        if not engine.dialect.is_disconnect(error, dbapi_connection, held.cursor):
+            raise _translated(engine, error, sql) from error
+        release(discard=True)
+        if not retry:
+            raise _translated(engine, error, sql) from error
+    return _run(engine, sql, values, retry=False)
+
+
+def _translated(engine: Engine, error: Exception, sql: str) -> Exception:
+    """The driver's error as SQLAlchemy raises it: OperationalError and the rest, with no
+    parameter in its message."""
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    return exc.DBAPIError.instance(sql, None, error, dbapi_error, hide_parameters=True)
+
+
+def end(error: BaseException | None) -> None:
+    """End the request's reads (teardown_appcontext): on PostgreSQL this ends the
+    transaction its first read began; on SQLite, whose reads begin none, it does nothing."""
+    held = _thread.held
+    if held is None:
+        return
+    try:
+        held.connection.rollback()
+    except held.engine.dialect.loaded_dbapi.Error:  # lost
+        release(discard=True)
+
+
+def release(discard: bool = False) -> None:
+    """Give this thread's connection back to the pool (`discard`: close it); the next read
+    takes a new one."""
+    held, _thread.held = _thread.held, None
+    if held is not None:
+        held.release(discard)
