@@ -216,7 +216,8 @@ PROBLEM = {
     },
     "required": ["type", "title", "status", "detail", "code"],
 }
-# What the key output's computed fields are (fields.Function carries no type).
+# What the key output's fields are beyond their marshmallow type (fields.Function carries
+# none; the times are strings in the date-time format).
 KEY_FIELDS = {
     "key": {
         "type": "string",

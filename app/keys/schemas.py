@@ -19,7 +19,6 @@ from marshmallow import (
 
 from app import keyformat
 from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, is_immutable, to_bits, to_names
-from app.timestamps import iso
 
 # Sent back by clients that echo what they read; ignored on input.
 READ_ONLY = frozenset({"key", "immutable", "last_used", "created", "updated"})
@@ -137,9 +136,9 @@ class KeyOutput(Schema):
     kind = fields.String()
     scopes = fields.Function(lambda key: list(to_names(key.scope_bits)))
     immutable = fields.Function(lambda key: is_immutable(key.kind))
-    last_used = fields.Function(lambda key: iso(key.last_used))
-    created = fields.Function(lambda key: iso(key.created))
-    updated = fields.Function(lambda key: iso(key.updated))
+    last_used = fields.String(allow_none=True)  # times come as shown (timestamps.iso)
+    created = fields.String()
+    updated = fields.String()
 
 
 class KeyPage(Schema):

@@ -6,7 +6,6 @@ in the CLI): no query runs without it.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, NamedTuple
 
 from flask import current_app
@@ -21,23 +20,24 @@ from app.extensions import db
 from app.models import ApiKey, Organization
 from app.reads import Read
 from app.scopes import CUSTOM, FIXED, SDK_INTEGRATION, TELEMETRY, exceeding, is_immutable, to_names
-from app.timestamps import TICK, utcnow
+from app.timestamps import TICK, as_shown, from_iso, iso, utcnow
 
 # The keys every new organization starts with: (name, kind).
 STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
 
 
 class Key(NamedTuple):
-    """A key as reads return it: the row, not an ORM object (cheaper to build, by half)."""
+    """A key as reads return it: the row, not an ORM object (cheaper to build, by half),
+    with its times as shown (timestamps.iso)."""
 
     id: int
     identifier: str
     name: str
     kind: str
     scope_bits: int
-    created: datetime
-    updated: datetime
-    last_used: datetime | None
+    created: str
+    updated: str
+    last_used: str | None
 
 
 class Page(NamedTuple):
@@ -51,7 +51,13 @@ class Page(NamedTuple):
 # no statement construction per request (see bench/README.md).
 _KEYS = ApiKey.__table__
 _IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
-_KEY = select(*(_KEYS.c[name] for name in Key._fields))
+_TIMES = ("created", "updated", "last_used")
+_KEY = select(
+    *(
+        as_shown(_KEYS.c[name]).label(name) if name in _TIMES else _KEYS.c[name]
+        for name in Key._fields
+    )
+)
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
 _BY_IDENTIFIER = Read(_KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION))
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
@@ -140,7 +146,7 @@ def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None
     return Page(page, page_size, total, data)
 
 
-def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tuple[ApiKey, str]:
+def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tuple[Key, str]:
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
     now = utcnow()
     key = ApiKey(
@@ -155,10 +161,11 @@ def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tup
         last_used=None,
     )
     db.session.add(key)
-    return key, full_key
+    db.session.flush()  # its id
+    return Key(key.id, identifier, name, kind, scope_bits, iso(now), iso(now), None), full_key
 
 
-def create_key(caller: Caller, data: dict) -> tuple[ApiKey, str]:
+def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     """A new key in the caller's organization, within the caller's scopes."""
     excess = exceeding(data["scope_bits"], caller.scope_bits)
     if excess:
@@ -190,8 +197,9 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         if value != getattr(key, column)
     }
     if changes:
-        key = key._replace(**changes, updated=max(utcnow(), key.updated + TICK))
-        statement = _UPDATE.values(**changes, updated=key.updated)
+        updated = max(utcnow(), from_iso(key.updated) + TICK)
+        key = key._replace(**changes, updated=iso(updated))
+        statement = _UPDATE.values(**changes, updated=updated)
         updated = db.session.execute(statement, {"key_id": key.id}).rowcount
         db.session.commit()
         if not updated:  # deleted by another request since it was read
@@ -208,7 +216,7 @@ def delete_key(caller: Caller, key: Key) -> None:
         raise _not_found()
 
 
-def create_organization(name: str) -> tuple[Organization, list[tuple[ApiKey, str]]]:
+def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]:
     """A new organization with its two starting keys, written together or not at all."""
     organization = Organization(name=name, created=utcnow())
     db.session.add(organization)
@@ -225,7 +233,7 @@ def create_organization(name: str) -> tuple[Organization, list[tuple[ApiKey, str
     return organization, keys
 
 
-def mint_key(organization_name: str, data: dict) -> tuple[ApiKey, str]:
+def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     """The operator's key: any kind and scopes, in an existing organization."""
     organization_id = db.session.scalar(
         select(Organization.id).where(Organization.name == organization_name)
