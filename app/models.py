@@ -1,4 +1,5 @@
-"""The tables: organizations and their API keys. Columns, indexes and constraints only."""
+"""The tables: organizations, their API keys, and how many keys of each kind they hold.
+Columns, indexes and constraints only."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ class ApiKey(db.Model):
         Index("ix_api_keys_listing_by_kind", "organization_id", "kind", "created", "identifier"),
         CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
     )
+
+
+class KeyCount(db.Model):
+    """How many keys an organization holds of a kind. The database keeps it, with triggers
+    on api_keys (migrations/versions/0002_key_counts.py); the service only reads it."""
+
+    __tablename__ = "key_counts"
+
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)
+    total: Mapped[int]

@@ -37,8 +37,13 @@ class _Compiled:
         compiled = statement.compile(dialect=dialect)
         self.sql = compiled.string
         binds = {name: bind for bind, name in compiled.bind_names.items()}
+        # (name, the statement's own value for a literal, or None: the caller's, conversion)
         self.binds = [
-            (name, binds[name].type.dialect_impl(dialect).bind_processor(dialect))
+            (
+                name,
+                None if binds[name].required else binds[name].value,
+                binds[name].type.dialect_impl(dialect).bind_processor(dialect),
+            )
             for name in (compiled.positiontup or binds)
         ]
         self.positional = compiled.positiontup is not None
@@ -49,9 +54,12 @@ class _Compiled:
         ]
 
     def parameters(self, values: Mapping[str, Any]) -> tuple | dict:
+        given = [
+            (name, values[name] if own is None else own, convert)
+            for name, own, convert in self.binds
+        ]
         converted = [
-            (name, values[name] if convert is None else convert(values[name]))
-            for name, convert in self.binds
+            (name, value if convert is None else convert(value)) for name, value, convert in given
         ]
         if self.positional:
             return tuple(value for _, value in converted)

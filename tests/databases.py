@@ -16,7 +16,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
+import app.models  # noqa: F401 - the tables, in db.metadata
 from app.config import normalized_database_url
+from app.extensions import db
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
 ON_POSTGRESQL = bool(TEST_DATABASE_URL)
@@ -77,7 +79,7 @@ def empty_tables(url: str) -> None:
     try:
         with engine.begin() as connection:
             connection.execute(text("SET LOCAL lock_timeout = '10s'"))
-            connection.execute(text("DELETE FROM api_keys"))
-            connection.execute(text("DELETE FROM organizations"))
+            for table in reversed(db.metadata.sorted_tables):  # referring tables first
+                connection.execute(table.delete())
     finally:
         engine.dispose()

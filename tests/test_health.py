@@ -66,8 +66,8 @@ def test_healthz_is_503_when_the_tables_are_gone(app_on, new_database):
     assert client.get("/healthz").status_code == 200
     engine = create_engine(url)
     with engine.begin() as connection:
-        connection.execute(text("DROP TABLE api_keys"))
-        connection.execute(text("DROP TABLE organizations"))
+        for table in ("key_counts", "api_keys", "organizations"):
+            connection.execute(text(f"DROP TABLE {table}"))
     engine.dispose()
     assert_unavailable(client.get("/healthz"))
 

@@ -233,6 +233,9 @@ def test_keys_stored_at_any_revision_still_authenticate_after_upgrade_to_head(
     listing = client.get("/api/keys", auth=(sdk, ""))
     assert listing.status_code == 200, listing.json
     assert {k["key"] for k in listing.json["data"]} == {f"{i}..." for i, *_ in OLD_KEYS}
+    assert listing.json["total_count"] == len(OLD_KEYS)
+    by_kind = client.get("/api/keys?kind=custom", auth=(sdk, "")).json
+    assert by_kind["total_count"] == 1
     assert client.get("/api/keys", auth=(telemetry, "")).status_code == 403  # known, not 401
     own = client.get(f"/api/keys/{custom}", auth=(custom, ""))
     assert own.status_code == 200, own.json
@@ -276,7 +279,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 
 
 # Revision -> how keys were written at that revision, without today's models.
-STORE_KEYS_AT = {"0001": insert_first_revision_keys}
+# 0002 added key_counts, which its triggers keep: rows are stored as before.
+STORE_KEYS_AT = {"0001": insert_first_revision_keys, "0002": insert_first_revision_keys}
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):

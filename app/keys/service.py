@@ -17,7 +17,7 @@ from app import keyformat
 from app.auth import Caller
 from app.errors import ApiError
 from app.extensions import db
-from app.models import ApiKey, Organization
+from app.models import ApiKey, KeyCount, Organization
 from app.reads import Read
 from app.scopes import CUSTOM, FIXED, SDK_INTEGRATION, TELEMETRY, exceeding, is_immutable, to_names
 from app.timestamps import TICK, as_shown, from_iso, iso, utcnow
@@ -62,8 +62,12 @@ _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZA
 _BY_IDENTIFIER = Read(_KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION))
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
 _WITH_KIND = _KEYS.c.kind == bindparam("kind")
-_COUNT = select(func.count()).select_from(_KEYS).where(_IN_ORGANIZATION)
-_COUNTS = {False: Read(_COUNT), True: Read(_COUNT.where(_WITH_KIND))}
+# The total of a page: one row per kind, kept by the database (models.KeyCount).
+_COUNTED = KeyCount.__table__
+_COUNT = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
+    _COUNTED.c.organization_id == bindparam("organization_id")
+)
+_COUNTS = {False: Read(_COUNT), True: Read(_COUNT.where(_COUNTED.c.kind == bindparam("kind")))}
 
 
 def _page(*criteria: Any, deep: bool) -> Select:
