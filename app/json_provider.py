@@ -1,28 +1,25 @@
-"""JSON responses: compact, members in the order the code gives them, one encoder built
-once (Flask's provider builds an encoder and reads the debug switch per response)."""
+"""JSON responses, written by orjson: compact, members in the order the code gives them,
+UTF-8. A page of 50 keys costs 5 µs to encode instead of 89 with the standard library's
+encoder, a tenth of the page's time (bench/README.md). Error bodies (app/errors.py) keep
+the standard library, which escapes whatever a client sent, lone surrogates included."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import orjson
 from flask import Response
 from flask.json.provider import DefaultJSONProvider
 
 
 class CompactJSONProvider(DefaultJSONProvider):
-    """Flask's provider, minus its per-response work: fields in the order the
-    specification lists them, no white space, non-ASCII escaped (the same bytes as
-    before); half the cost of a one-key body (bench/README.md)."""
-
-    sort_keys = False
-
-    def __init__(self, app) -> None:
-        super().__init__(app)
-        self._encode = json.JSONEncoder(
-            separators=(",", ":"), ensure_ascii=True, sort_keys=False, default=self.default
-        ).encode
+    """Flask's provider, with its responses encoded by orjson (what the service returns
+    holds strings, numbers, booleans, lists and dicts only)."""
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        body = self._encode(self._prepare_response_obj(args, kwargs))
-        return self._app.response_class(f"{body}\n", mimetype=self.mimetype)
+        body = orjson.dumps(
+            self._prepare_response_obj(args, kwargs),
+            default=self.default,
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        return self._app.response_class(body, mimetype=self.mimetype)
