@@ -12,7 +12,6 @@ from flask import Flask
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 
-from app import reads
 from app.extensions import db
 
 # alembic and Flask-Migrate are imported where they are used: a worker serving the API never
@@ -52,9 +51,9 @@ def engine_options(app: Flask) -> None:
     - a connection from the pool is tried first (pool_pre_ping): one a restarted server
       dropped is replaced before a request meets it (a SQLite file has no server to lose,
       and the ping would be a third statement per request);
-    - READ COMMITTED, whatever the server's default: a request's reads and its last_used
-      write run on two connections, and the reads must see that write (contract section
-      2: a key reading itself sees the current request);
+    - READ COMMITTED for the writes, whatever the server's default: an UPDATE of a key
+      another request changed meanwhile waits for it and proceeds (REPEATABLE READ would
+      fail it with a serialization error); reads run in autocommit (app/reads.py);
     - its timeouts, unless the database URL (`?options=...`) or SQLALCHEMY_ENGINE_OPTIONS'
       connect_args already set options."""
     url = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
@@ -72,13 +71,11 @@ def engine_options(app: Flask) -> None:
 
 
 def configure(app: Flask) -> None:
-    """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only), and
-    return the reads' connection to the pool when the request ends (app/reads.py)."""
+    """Set SQLite's pragmas on every new connection (a dialect switch: SQLite only)."""
     with app.app_context():
         engine: Engine = db.engine
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
-    app.teardown_appcontext(reads.end)
 
 
 def register_migrations(app: Flask) -> None:

@@ -6,7 +6,7 @@ SQLAlchemy's Connection.execute costs four times the query it runs (an execution
 and a result object per statement), and a pool checkout and return per request cost more
 than a GET's two queries (bench/README.md). So a read costs the driver's execute and the
 dialect's own conversions (SQLite's text times to datetimes, say), on a connection each
-thread takes from the engine's pool once and keeps.
+thread takes from the engine's pool once and keeps, in autocommit.
 
 What this path keeps from SQLAlchemy: the engine's pool, the dialect's SQL, parameter and
 result conversions, and its exceptions: a database that does not answer raises
@@ -102,16 +102,19 @@ class Read:
 class _Held:
     """A thread's connection for reads: taken from the pool at the thread's first read and
     kept from one request to the next (a checkout and return per request cost more than
-    both of a GET's queries). When the thread ends, the pool closes it."""
+    both of a GET's queries). It reads in autocommit: each read is a transaction of its own
+    that sees every commit before it, and none is left open between requests. So it never
+    goes back to the pool for other uses: released, it is closed (the pool opens another
+    when asked); when the thread ends, the pool closes it."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.connection = engine.raw_connection()
+        engine.dialect.set_isolation_level(self.connection.dbapi_connection, "AUTOCOMMIT")
         self.cursor = self.connection.cursor()
 
-    def release(self, discard: bool = False) -> None:
-        if discard:  # closed, and out of the pool
-            self.connection.invalidate()
+    def release(self) -> None:
+        self.connection.invalidate()
         self.connection.close()
 
 
@@ -127,7 +130,7 @@ def _run(engine: Engine, sql: str, values: tuple | dict, retry: bool = True) -> 
     database dropped that one (reads change nothing, so running one twice is safe)."""
     held = _thread.held
     if held is None or held.engine is not engine:
-        release(discard=True)  # another app's engine, gone or disposed
+        release()  # another app's engine, gone or disposed
         try:
             held = _thread.held = _Held(engine)
         except engine.dialect.loaded_dbapi.Error as error:
@@ -140,7 +143,7 @@ def _run(engine: Engine, sql: str, values: tuple | dict, retry: bool = True) -> 
         dbapi_connection = held.connection.dbapi_connection
         if not engine.dialect.is_disconnect(error, dbapi_connection, held.cursor):
             raise _translated(engine, error, sql) from error
-        release(discard=True)
+        release()
         if not retry:
             raise _translated(engine, error, sql) from error
     return _run(engine, sql, values, retry=False)
@@ -153,21 +156,8 @@ def _translated(engine: Engine, error: Exception, sql: str) -> Exception:
     return exc.DBAPIError.instance(sql, None, error, dbapi_error, hide_parameters=True)
 
 
-def end(error: BaseException | None) -> None:
-    """End the request's reads (teardown_appcontext): on PostgreSQL this ends the
-    transaction its first read began; on SQLite, whose reads begin none, it does nothing."""
-    held = _thread.held
-    if held is None:
-        return
-    try:
-        held.connection.rollback()
-    except held.engine.dialect.loaded_dbapi.Error:  # lost
-        release(discard=True)
-
-
-def release(discard: bool = False) -> None:
-    """Give this thread's connection back to the pool (`discard`: close it); the next read
-    takes a new one."""
+def release() -> None:
+    """Close this thread's connection for reads; the next read takes a new one."""
     held, _thread.held = _thread.held, None
     if held is not None:
-        held.release(discard)
+        held.release()

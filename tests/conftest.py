@@ -148,7 +148,7 @@ def statements(app):
             yield seen
         finally:
             event.remove(engine, "connect", trace)
-            reads.release(discard=True)
+            reads.release()
             engine.dispose()
 
     return record
@@ -164,7 +164,7 @@ def app_config() -> dict:
 def app(database_url, app_config) -> Iterator[Flask]:
     app = _app(database_url, **app_config)
     yield app
-    reads.release(discard=True)  # this thread's connection, which dispose leaves open
+    reads.release()  # this thread's connection, which dispose leaves open
     with app.app_context():
         db.engine.dispose()
 
@@ -180,7 +180,7 @@ def make_app() -> Iterator[Callable[..., Flask]]:
         return apps[-1]
 
     yield make
-    reads.release(discard=True)
+    reads.release()
     for made in apps:
         with made.app_context():
             db.engine.dispose()

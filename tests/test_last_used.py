@@ -196,7 +196,8 @@ def test_first_use_is_seen_at_once_where_the_server_defaults_to_repeatable_read(
     make_app, new_database
 ):
     """Reads and the last_used write run on two connections: under a REPEATABLE READ
-    default the reads' snapshot would miss the write, so the service asks READ COMMITTED."""
+    default a read's snapshot could miss the write; reads run in autocommit, each seeing
+    every commit before it."""
     url = new_database()
     _administer(
         f'ALTER DATABASE "{make_url(url).database}" '
