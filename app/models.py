@@ -55,6 +55,8 @@ class KeyCount(db.Model):
 
     __tablename__ = "key_counts"
 
-    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id"), primary_key=True)
+    organization_id: Mapped[int] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
+    )
     kind: Mapped[str] = mapped_column(String(20), primary_key=True)
     total: Mapped[int]

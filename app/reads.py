@@ -37,11 +37,15 @@ class _Compiled:
         compiled = statement.compile(dialect=dialect)
         self.sql = compiled.string
         binds = {name: bind for bind, name in compiled.bind_names.items()}
-        # (name, the statement's own value for a literal, or None: the caller's, conversion)
+        if any(bind.expanding or bind.literal_execute for bind in binds.values()):
+            raise ValueError("a read's parameters are sent as they are: no IN lists to expand")
+        # (name, whether the caller gives it or it is the statement's own literal, that
+        # literal, its conversion)
         self.binds = [
             (
                 name,
-                None if binds[name].required else binds[name].value,
+                binds[name].required,
+                binds[name].value,
                 binds[name].type.dialect_impl(dialect).bind_processor(dialect),
             )
             for name in (compiled.positiontup or binds)
@@ -55,8 +59,8 @@ class _Compiled:
 
     def parameters(self, values: Mapping[str, Any]) -> tuple | dict:
         given = [
-            (name, values[name] if own is None else own, convert)
-            for name, own, convert in self.binds
+            (name, values[name] if required else own, convert)
+            for name, required, own, convert in self.binds
         ]
         converted = [
             (name, value if convert is None else convert(value)) for name, value, convert in given
@@ -104,8 +108,11 @@ class _Held:
     kept from one request to the next (a checkout and return per request cost more than
     both of a GET's queries). It reads in autocommit: each read is a transaction of its own
     that sees every commit before it, and none is left open between requests. So it never
-    goes back to the pool for other uses: released, it is closed (the pool opens another
-    when asked); when the thread ends, the pool closes it."""
+    goes back to the pool as it is, where a write could get it: released, or dropped with
+    its thread (a threaded server's thread per request), it is closed, and the pool opens
+    another connection when asked."""
+
+    connection: Any = None  # until the pool gives one
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -114,8 +121,12 @@ class _Held:
         self.cursor = self.connection.cursor()
 
     def release(self) -> None:
-        self.connection.invalidate()
-        self.connection.close()
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.invalidate()
+            connection.close()
+
+    __del__ = release
 
 
 class _Thread(threading.local):
@@ -130,11 +141,10 @@ def _run(engine: Engine, sql: str, values: tuple | dict, retry: bool = True) -> 
     database dropped that one (reads change nothing, so running one twice is safe)."""
     held = _thread.held
     if held is None or held.engine is not engine:
-        release()  # another app's engine, gone or disposed
+        release()  # another app's engine
         try:
             held = _thread.held = _Held(engine)
-        except engine.dialect.loaded_dbapi.Error as error:
-            _thread.held = None
+        except engine.dialect.loaded_dbapi.Error as error:  # closed by _Held.__del__
             raise _translated(engine, error, sql) from error
     try:
         held.cursor.execute(sql, values)

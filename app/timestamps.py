@@ -43,7 +43,8 @@ class as_shown(FunctionElement):
 @compiles(as_shown, "sqlite")
 def _as_shown_on_sqlite(element: as_shown, compiler: Any, **kw: Any) -> str:
     # SQLAlchemy stores a SQLite time as text, 'YYYY-MM-DD HH:MM:SS.ffffff' (always six
-    # digits of microseconds): ISO 8601 with a space for the T.
+    # digits of microseconds): ISO 8601 with a space for the T. A time written by other
+    # means (SQL's CURRENT_TIMESTAMP has no fraction) shows as it was stored.
     return f"replace({compiler.process(element.clauses, **kw)}, ' ', 'T') || 'Z'"
 
 

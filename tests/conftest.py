@@ -119,6 +119,14 @@ def statements(app):
     def record():
         seen: list[str] = []
 
+        traced_last: list[str] = []
+
+        def trace_sqlite(statement: str) -> None:
+            # SQLite's trace repeats a statement for each trigger program it runs.
+            if traced_last != [statement]:
+                remember(statement)
+            traced_last[:] = [statement]
+
         def remember(statement: str) -> None:
             statement = _PARAMETER.sub("?", " ".join(statement.split()).upper())
             if not statement.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
@@ -133,7 +141,7 @@ def statements(app):
 
         def trace(dbapi_connection, connection_record):
             if isinstance(dbapi_connection, sqlite3.Connection):
-                dbapi_connection.set_trace_callback(remember)
+                dbapi_connection.set_trace_callback(trace_sqlite)
             else:
                 dbapi_connection.cursor_factory = RecordingCursor
             traced.append(dbapi_connection)

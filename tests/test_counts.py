@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import threading
 
+from sqlalchemy import text
+
 from app import reads
+from app.extensions import db
+from tests.databases import needs_postgresql
 
 ACTUAL = "SELECT organization_id, kind, count(*) FROM api_keys GROUP BY organization_id, kind"
 STORED = "SELECT organization_id, kind, total FROM key_counts WHERE total <> 0"
@@ -49,6 +53,26 @@ def test_totals_follow_keys_written_outside_the_service(client, org, make_key, s
     assert totals(client, auth) == {None: 3, "telemetry": 2, "sdk_integration": 1, "custom": 0}
     sql("DELETE FROM api_keys WHERE kind = 'telemetry'")
     assert totals(client, auth) == {None: 1, "telemetry": 0, "sdk_integration": 1, "custom": 0}
+    assert_counts_match(sql)
+
+
+def test_an_organization_whose_keys_were_deleted_can_be_deleted_with_its_counts(
+    app, client, org, make_org, sql
+):
+    make_org("other")
+    ((other,),) = sql("SELECT id FROM organizations WHERE name = 'other'")
+    with app.app_context():  # the service's connections: SQLite's foreign keys on
+        db.session.execute(text("DELETE FROM api_keys WHERE organization_id = :id"), {"id": other})
+        db.session.execute(text("DELETE FROM organizations WHERE id = :id"), {"id": other})
+        db.session.commit()
+    assert sql("SELECT count(*) FROM key_counts WHERE organization_id = :id", id=other) == [(0,)]
+    assert client.get("/api/keys", auth=(org.sdk, "")).json["total_count"] == 2
+
+
+@needs_postgresql
+def test_totals_follow_a_truncate(client, org, sql):
+    sql("TRUNCATE api_keys")
+    assert sql("SELECT count(*) FROM key_counts") == [(0,)]
     assert_counts_match(sql)
 
 

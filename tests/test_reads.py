@@ -1,10 +1,11 @@
 """The connection reads run on (app/reads.py): each thread keeps one from the pool between
-requests, leaves none checked out when it ends, and replaces one the database dropped
-without the client noticing."""
+requests, closes it when the thread ends (it reads in autocommit: no write may get it), and
+replaces one the database dropped without the client noticing."""
 
 from __future__ import annotations
 
 import gc
+import sqlite3
 import threading
 
 from sqlalchemy import create_engine, text
@@ -23,22 +24,36 @@ def test_a_thread_keeps_one_connection_for_its_reads_across_requests(app, client
         assert pool.checkedout() == 1  # held for the next request, not one per request
 
 
-def test_a_thread_that_ends_leaves_no_connection_checked_out(app, org):
+def in_autocommit(dbapi_connection) -> bool:
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        return dbapi_connection.isolation_level is None
+    return dbapi_connection.autocommit
+
+
+def test_a_thread_that_ends_leaves_its_reads_connection_to_no_write(app, org):
+    """A threaded server's thread per request: the reads' connection (in autocommit) is
+    closed with its thread, not handed to a write, which needs its transaction."""
     with app.app_context():
-        pool = db.engine.pool
+        engine = db.engine
     answers = []
 
-    def serve_one_request() -> None:  # as a threaded server does, a thread per request
+    def serve_one_request() -> None:
         answers.append(app.test_client().get("/api/keys", auth=(org.sdk, "")).status_code)
 
-    checked_out = pool.checkedout()
+    checked_out = engine.pool.checkedout()
     for _ in range(3):
         thread = threading.Thread(target=serve_one_request)
         thread.start()
         thread.join()
         gc.collect()
-        assert pool.checkedout() == checked_out
+        assert engine.pool.checkedout() == checked_out
     assert answers == [200, 200, 200]
+    taken = [engine.raw_connection() for _ in range(engine.pool.size())]
+    try:
+        assert not [c for c in taken if in_autocommit(c.dbapi_connection)]
+    finally:
+        for connection in taken:
+            connection.close()
 
 
 @needs_postgresql

@@ -38,16 +38,22 @@ SQLITE_TRIGGERS = {
 POSTGRESQL_FUNCTION = f"""
 CREATE FUNCTION api_keys_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM key_counts;
+        RETURN NULL;
+    END IF;
     IF TG_OP <> 'INSERT' THEN {_REMOVE} END IF;
     IF TG_OP <> 'DELETE' THEN {_ADD} END IF;
     RETURN NULL;
 END
 $$
-"""
-POSTGRESQL_TRIGGER = """
-CREATE TRIGGER api_keys_counted AFTER INSERT OR DELETE OR UPDATE OF organization_id, kind
-ON api_keys FOR EACH ROW EXECUTE FUNCTION api_keys_count()
-"""
+"""  # noqa: S608 - this module's own constant SQL
+POSTGRESQL_TRIGGERS = {
+    "api_keys_counted": "AFTER INSERT OR DELETE OR UPDATE OF organization_id, kind ON api_keys"
+    " FOR EACH ROW EXECUTE FUNCTION api_keys_count()",
+    "api_keys_counted_on_truncate": "AFTER TRUNCATE ON api_keys"
+    " FOR EACH STATEMENT EXECUTE FUNCTION api_keys_count()",
+}
 
 
 def upgrade():
@@ -63,6 +69,7 @@ def upgrade():
             ["organization_id"],
             ["organizations.id"],
             name=op.f("fk_key_counts_organization_id_organizations"),
+            ondelete="CASCADE",  # an organization whose keys are gone goes with its counts
         ),
         sa.PrimaryKeyConstraint("organization_id", "kind", name=op.f("pk_key_counts")),
     )
@@ -72,15 +79,15 @@ def upgrade():
     )
     if on_postgresql:
         op.execute(POSTGRESQL_FUNCTION)
-        op.execute(POSTGRESQL_TRIGGER)
-    else:
-        for name, definition in SQLITE_TRIGGERS.items():
-            op.execute(f"CREATE TRIGGER {name} {definition}")
+    triggers = POSTGRESQL_TRIGGERS if on_postgresql else SQLITE_TRIGGERS
+    for name, definition in triggers.items():
+        op.execute(f"CREATE TRIGGER {name} {definition}")
 
 
 def downgrade():
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP TRIGGER api_keys_counted ON api_keys")
+        for name in POSTGRESQL_TRIGGERS:
+            op.execute(f"DROP TRIGGER {name} ON api_keys")
         op.execute("DROP FUNCTION api_keys_count()")
     else:
         for name in SQLITE_TRIGGERS:
