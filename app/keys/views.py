@@ -25,7 +25,7 @@ def list_keys():
     query = {
         name: values[0] if len(values) == 1 else values for name, values in request.args.lists()
     }
-    arguments = schemas.list_arguments.load(query)
+    arguments = schemas.list_arguments.load(query) if query else schemas.list_defaults
     return schemas.dump_page(service.list_keys(g.caller, **arguments))
 
 
