@@ -104,26 +104,26 @@ class Read:
 
 
 class _Held:
-    """A thread's connection for reads: taken from the pool at the thread's first read and
-    kept from one request to the next (a checkout and return per request cost more than
-    both of a GET's queries). It reads in autocommit: each read is a transaction of its own
-    that sees every commit before it, and none is left open between requests. So it never
-    goes back to the pool as it is, where a write could get it: released, or dropped with
-    its thread (a threaded server's thread per request), it is closed, and the pool opens
-    another connection when asked."""
+    """A thread's connection for reads, its own: opened by the engine's pool at the
+    thread's first read, then detached from it, so that the pool's connections stay for
+    the writes; kept from one request to the next (a checkout and return per request cost
+    more than both of a GET's queries). It reads in autocommit: each read is a transaction
+    of its own that sees every commit before it, and none is left open between requests.
+    Released, or dropped with its thread (a threaded server's thread per request), it is
+    closed."""
 
     connection: Any = None  # until the pool gives one
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.connection = engine.raw_connection()
+        self.connection.detach()
         engine.dialect.set_isolation_level(self.connection.dbapi_connection, "AUTOCOMMIT")
         self.cursor = self.connection.cursor()
 
     def release(self) -> None:
         connection, self.connection = self.connection, None
         if connection is not None:
-            connection.invalidate()
             connection.close()
 
     __del__ = release

@@ -8,7 +8,7 @@ import gc
 import sqlite3
 import threading
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from app.extensions import db
@@ -16,12 +16,31 @@ from tests.databases import needs_postgresql
 
 
 def test_a_thread_keeps_one_connection_for_its_reads_across_requests(app, client, org):
-    with app.app_context():
-        pool = db.engine.pool
     auth = (org.sdk, "")
+    assert client.get("/api/keys", auth=auth).status_code == 200  # first use: written
+    with app.app_context():
+        engine = db.engine
+    opened = []
+    event.listen(engine, "connect", lambda *_: opened.append(1))
     for _ in range(3):
         assert client.get("/api/keys", auth=auth).status_code == 200
-        assert pool.checkedout() == 1  # held for the next request, not one per request
+    assert opened == []
+
+
+def test_the_reads_connection_leaves_the_pool_to_the_writes(make_app, database_url, org):
+    """A pool of one: the thread's reads connection, kept between requests, is not one of
+    the pool's, so a write still gets a connection (else it would wait, then fail)."""
+    engine_options = {"hide_parameters": True, "pool_size": 1, "max_overflow": 0}
+    app = make_app(
+        SQLALCHEMY_DATABASE_URI=database_url,
+        SQLALCHEMY_ENGINE_OPTIONS=engine_options | {"pool_timeout": 2},
+    )
+    client = app.test_client()
+    auth = (org.sdk, "")
+    assert client.get("/api/keys", auth=auth).status_code == 200
+    body = {"name": "written", "kind": "custom", "scopes": ["site:read"]}
+    assert client.post("/api/keys", json=body, auth=auth).status_code == 201
+    assert client.get("/api/keys", auth=auth).json["total_count"] == 3
 
 
 def in_autocommit(dbapi_connection) -> bool:
