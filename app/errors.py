@@ -11,6 +11,7 @@ from flask import Flask, Response, current_app
 from flask_limiter.errors import RateLimitExceeded
 from marshmallow import ValidationError
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
@@ -150,13 +151,15 @@ RETRY_SHORTLY = ("Retry-After", "1")
 SCHEMA_MISSING = ("no such table", "no such column")
 
 
-def handle_database_unavailable(error: OperationalError) -> Response:
-    """The database did not answer (down, unreachable, or locked past SQLite's busy
-    timeout): 503, which a client may retry, rather than a fault of the service. A schema
-    that lacks a table or column is no passing state: that stays a 500."""
-    if str(error.orig).startswith(SCHEMA_MISSING):
+def handle_database_unavailable(error: OperationalError | PoolTimeout) -> Response:
+    """The database did not answer (down, unreachable, locked past SQLite's busy timeout,
+    or no pooled connection free within pool_timeout): 503, which a client may retry,
+    rather than a fault of the service. A schema that lacks a table or column is no passing
+    state: that stays a 500."""
+    cause = getattr(error, "orig", None) or error
+    if str(cause).startswith(SCHEMA_MISSING):
         raise error
-    current_app.logger.error("the database did not answer: %s", type(error.orig).__name__)
+    current_app.logger.error("the database did not answer: %s", type(cause).__name__)
     return problem(
         503,
         "unavailable",
@@ -170,3 +173,4 @@ def register(app: Flask) -> None:
     app.register_error_handler(HTTPException, handle_http_exception)
     app.register_error_handler(ValidationError, handle_validation_error)
     app.register_error_handler(OperationalError, handle_database_unavailable)
+    app.register_error_handler(PoolTimeout, handle_database_unavailable)

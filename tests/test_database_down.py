@@ -92,3 +92,24 @@ def test_a_missing_table_is_a_fault_of_the_service_not_a_503(app, client, org, d
     assert response.status_code == 500, response.json
     assert response.json["code"] == "internal_error"
     assert "Retry-After" not in response.headers
+
+
+def test_a_write_that_finds_no_pooled_connection_free_gets_503(make_app, database_url, org):
+    """Every connection of the pool busy past pool_timeout: 503 with Retry-After, as for a
+    database that does not answer, not a 500."""
+    options = {"hide_parameters": True, "pool_size": 1, "max_overflow": 0, "pool_timeout": 0.2}
+    app = make_app(SQLALCHEMY_DATABASE_URI=database_url, SQLALCHEMY_ENGINE_OPTIONS=options)
+    client = app.test_client()
+    auth = (org.sdk, "")
+    assert client.get("/api/keys", auth=auth).status_code == 200
+    with app.app_context():
+        busy = db.engine.raw_connection()  # the pool's only connection
+    try:
+        body = {"name": "waiting", "kind": "custom", "scopes": ["site:read"]}
+        response = client.post("/api/keys", json=body, auth=auth)
+    finally:
+        busy.close()
+    assert response.status_code == 503, response.json
+    assert response.headers["Retry-After"] == "1"
+    assert response.json["code"] == "unavailable"
+    assert client.post("/api/keys", json=body, auth=auth).status_code == 201
