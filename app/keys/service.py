@@ -166,7 +166,8 @@ def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tup
     )
     db.session.add(key)
     db.session.flush()  # its id
-    return Key(key.id, identifier, name, kind, scope_bits, iso(now), iso(now), None), full_key
+    shown = iso(now)
+    return Key(key.id, identifier, name, kind, scope_bits, shown, shown, None), full_key
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
