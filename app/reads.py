@@ -70,8 +70,7 @@ class _Compiled:
         return dict(converted)
 
     def row(self, row: tuple) -> tuple:
-        if not self.columns:
-            return row
+        """The row with the columns that need it converted (rows() asks only then)."""
         values = list(row)
         for index, convert in self.columns:
             values[index] = convert(values[index])
