@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from flask import Flask, current_app
 from sqlalchemy import exc
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.sql import Select
@@ -39,17 +40,18 @@ class _Compiled:
         binds = {name: bind for bind, name in compiled.bind_names.items()}
         if any(bind.expanding or bind.literal_execute for bind in binds.values()):
             raise ValueError("a read's parameters are sent as they are: no IN lists to expand")
-        # (name, whether the caller gives it or it is the statement's own literal, that
-        # literal, its conversion)
-        self.binds = [
-            (
-                name,
-                binds[name].required,
-                binds[name].value,
-                binds[name].type.dialect_impl(dialect).bind_processor(dialect),
-            )
-            for name in (compiled.positiontup or binds)
-        ]
+        self.names = list(compiled.positiontup or binds)
+        # Per parameter: the name of the caller's value and the dialect's conversion of
+        # it, or (None, the statement's own literal, converted here once, None).
+        self.binds = []
+        for name in self.names:
+            bind = binds[name]
+            convert = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if bind.required:
+                self.binds.append((name, None, convert))
+            else:
+                own = bind.value if convert is None else convert(bind.value)
+                self.binds.append((None, own, None))
         self.positional = compiled.positiontup is not None
         self.columns = [
             (index, processor)
@@ -58,16 +60,11 @@ class _Compiled:
         ]
 
     def parameters(self, values: Mapping[str, Any]) -> tuple | dict:
-        given = [
-            (name, values[name] if required else own, convert)
-            for name, required, own, convert in self.binds
+        sent = [
+            own if name is None else values[name] if convert is None else convert(values[name])
+            for name, own, convert in self.binds
         ]
-        converted = [
-            (name, value if convert is None else convert(value)) for name, value, convert in given
-        ]
-        if self.positional:
-            return tuple(value for _, value in converted)
-        return dict(converted)
+        return tuple(sent) if self.positional else dict(zip(self.names, sent, strict=True))
 
     def row(self, row: tuple) -> tuple:
         """The row with the columns that need it converted (rows() asks only then)."""
@@ -83,18 +80,22 @@ class Read:
     def __init__(self, statement: Select) -> None:
         self.statement = statement
         self._compiled: WeakKeyDictionary[Dialect, _Compiled] = WeakKeyDictionary()
+        self._last: tuple[Dialect | None, _Compiled | None] = (None, None)
 
     def compiled(self, dialect: Dialect) -> _Compiled:
-        compiled = self._compiled.get(dialect)
-        if compiled is None:
-            compiled = self._compiled[dialect] = _Compiled(self.statement, dialect)
+        last_dialect, compiled = self._last  # one application's, nearly always
+        if last_dialect is not dialect:
+            compiled = self._compiled.get(dialect)
+            if compiled is None:
+                compiled = self._compiled[dialect] = _Compiled(self.statement, dialect)
+            self._last = (dialect, compiled)
         return compiled
 
     def rows(self, parameters: Mapping[str, Any]) -> list[tuple]:
         """Every row, converted as SQLAlchemy would."""
-        engine = db.engine
-        compiled = self.compiled(engine.dialect)
-        rows = _run(engine, compiled.sql, compiled.parameters(parameters))
+        held = _held()
+        compiled = self.compiled(held.engine.dialect)
+        rows = _run(held, compiled.sql, compiled.parameters(parameters))
         return [compiled.row(row) for row in rows] if compiled.columns else rows
 
     def first(self, parameters: Mapping[str, Any]) -> tuple | None:
@@ -113,7 +114,8 @@ class _Held:
 
     connection: Any = None  # until the pool gives one
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, app: Flask, engine: Engine) -> None:
+        self.app = app
         self.engine = engine
         self.connection = engine.raw_connection()
         self.connection.detach()
@@ -135,30 +137,36 @@ class _Thread(threading.local):
 _thread = _Thread()
 
 
-def _run(engine: Engine, sql: str, values: tuple | dict, retry: bool = True) -> list[tuple]:
+def _held() -> _Held:
+    """This thread's connection for reads, to the current application's database."""
+    app = current_app._get_current_object()
+    held = _thread.held
+    if held is None or held.app is not app:
+        release()  # none yet, or another application's
+        engine = db.engine
+        try:
+            held = _thread.held = _Held(app, engine)
+        except engine.dialect.loaded_dbapi.Error as error:  # closed by _Held.__del__
+            raise _translated(engine, error, None) from error
+    return held
+
+
+def _run(held: _Held, sql: str, values: tuple | dict, retry: bool = True) -> list[tuple]:
     """The rows of `sql` on the thread's connection; once more on a new connection if the
     database dropped that one (reads change nothing, so running one twice is safe)."""
-    held = _thread.held
-    if held is None or held.engine is not engine:
-        release()  # another app's engine
-        try:
-            held = _thread.held = _Held(engine)
-        except engine.dialect.loaded_dbapi.Error as error:  # closed by _Held.__del__
-            raise _translated(engine, error, sql) from error
     try:
         held.cursor.execute(sql, values)
         return held.cursor.fetchall()  # all: a statement left open holds SQLite's snapshot
-    except engine.dialect.loaded_dbapi.Error as error:
+    except held.engine.dialect.loaded_dbapi.Error as error:
+        engine = held.engine
         dbapi_connection = held.connection.dbapi_connection
-        if not engine.dialect.is_disconnect(error, dbapi_connection, held.cursor):
-            raise _translated(engine, error, sql) from error
-        release()
-        if not retry:
-            raise _translated(engine, error, sql) from error
-    return _run(engine, sql, values, retry=False)
+        if retry and engine.dialect.is_disconnect(error, dbapi_connection, held.cursor):
+            release()
+            return _run(_held(), sql, values, retry=False)
+        raise _translated(engine, error, sql) from error
 
 
-def _translated(engine: Engine, error: Exception, sql: str) -> Exception:
+def _translated(engine: Engine, error: Exception, sql: str | None) -> Exception:
     """The driver's error as SQLAlchemy raises it: OperationalError and the rest, with no
     parameter in its message."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
