@@ -50,8 +50,15 @@ def _random(width: int) -> str:
     return _base62(secrets.randbelow(62**width), width)
 
 
+# Every base62 number of two digits, by value: a checksum (six digits of a CRC-32, which is
+# below 62**6) is three lookups, a quarter of the work of _base62 on every request.
+_PAIRS = [high + low for high in ALPHABET for low in ALPHABET]
+
+
 def _checksum(body: str) -> str:
-    return _base62(zlib.crc32(body.encode("ascii")), CHECKSUM_LENGTH)
+    high, rest = divmod(zlib.crc32(body.encode("ascii")), 62**4)
+    middle, low = divmod(rest, 62**2)
+    return _PAIRS[high] + _PAIRS[middle] + _PAIRS[low]
 
 
 def new_key(prefix: str) -> tuple[str, str]:
