@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, g, request, url_for
+from flask import Blueprint, request, url_for
 
 from app import auth, limits
 from app.keys import schemas, service
@@ -26,30 +26,32 @@ def list_keys():
         name: values[0] if len(values) == 1 else values for name, values in request.args.lists()
     }
     arguments = schemas.list_arguments.load(query) if query else schemas.list_defaults
-    return schemas.dump_page(service.list_keys(g.caller, **arguments))
+    return schemas.dump_page(service.list_keys(auth.caller(), **arguments))
 
 
 @bp.post("")
 def create_key():
     data = schemas.create_key.load(json_object())
-    key, full_key = service.create_key(g.caller, data)
+    key, full_key = service.create_key(auth.caller(), data)
     location = url_for("keys.get_key", reference=key.identifier)
     return schemas.created_key(key, full_key), 201, {"Location": location}
 
 
 @bp.get("/<reference>")
 def get_key(reference: str):
-    return schemas.dump_key(service.find_key(g.caller, reference))
+    return schemas.dump_key(service.find_key(auth.caller(), reference))
 
 
 @bp.put("/<reference>")
 def update_key(reference: str):
-    key = service.find_key(g.caller, reference)
+    caller = auth.caller()
+    key = service.find_key(caller, reference)
     data = schemas.update_key.load(json_object())
-    return schemas.dump_key(service.update_key(g.caller, key, data))
+    return schemas.dump_key(service.update_key(caller, key, data))
 
 
 @bp.delete("/<reference>")
 def delete_key(reference: str):
-    service.delete_key(g.caller, service.find_key(g.caller, reference))
+    caller = auth.caller()
+    service.delete_key(caller, service.find_key(caller, reference))
     return "", 204
