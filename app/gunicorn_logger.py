@@ -19,9 +19,12 @@ class GunicornLogger(glogging.Logger):
             if not any(isinstance(f, MaskKeys) for f in logger.filters):
                 logger.addFilter(MaskKeys())
 
+    def _get_user(self, environ) -> None:
+        """The Basic user name is the key: not decoded at all (`%(u)s` shows `-`)."""
+        return None
+
     def atoms(self, resp, req, environ, request_time) -> dict:
         atoms = super().atoms(resp, req, environ, request_time)
-        atoms["u"] = "-"
         for name in atoms:
             if "authorization" in name:
                 atoms[name] = "-"
