@@ -22,4 +22,5 @@ class CompactJSONProvider(DefaultJSONProvider):
             default=self.default,
             option=orjson.OPT_APPEND_NEWLINE,
         )
-        return self._app.response_class(body, mimetype=self.mimetype)
+        # application/json takes no charset: the content type is the mimetype as it is.
+        return self._app.response_class(body, content_type=self.mimetype)
