@@ -14,7 +14,7 @@ from app.json_provider import CompactJSONProvider
 from app.keys import views
 
 
-class Service(Flask):
+class ServiceFlask(Flask):
     """Flask, remembering which hooks and views are plain functions: Flask asks it of each
     one on every request (ensure_sync), and inspect's answer cost a GET 2.5% of its work
     (bench/README.md)."""
@@ -33,7 +33,7 @@ class Service(Flask):
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    app = Service(__name__, instance_relative_config=True)
+    app = ServiceFlask(__name__, instance_relative_config=True)
     register_config(app, test_config)
     register_proxies(app)
     register_logging(app)

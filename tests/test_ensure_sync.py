@@ -1,5 +1,5 @@
-"""The application remembers which hooks and views are plain functions (app.Service): its
-answers are Flask's, however often it is asked."""
+"""The application remembers which hooks and views are plain functions
+(app.ServiceFlask): its answers are Flask's, however often it is asked."""
 
 from __future__ import annotations
 
