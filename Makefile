@@ -9,7 +9,7 @@ PORT ?= 5000
 WORKERS ?=
 BIN := $(VENV)/bin
 
-.PHONY: install run dev test lint bench clean
+.PHONY: install run dev test screenshots lint bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11 or newer is needed: make PYTHON=python3.12 ...")'
@@ -31,6 +31,10 @@ dev: install
 
 test: install
 	$(BIN)/pytest
+
+# The README's pictures of the page, retaken by its browser tests (needs Chromium).
+screenshots: install
+	SCREENSHOTS=docs/screenshots $(BIN)/pytest --no-cov tests/server/test_page.py
 
 # The service against bare Flask under gunicorn, with wrk; settings in bench/README.md.
 bench: install

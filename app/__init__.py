@@ -8,10 +8,14 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app import cli, config, database, docs, errors, health, logs
-from app.extensions import db, limiter
+from app import cli, config, database, docs, errors, health, limits, logs, page
+from app.audit import views as audit_views
+from app.checks import views as checks
+from app.extensions import db
 from app.json_provider import CompactJSONProvider
 from app.keys import views
+from app.leaks import views as leaks
+from app.mcp import views as mcp
 
 
 class ServiceFlask(Flask):
@@ -64,7 +68,7 @@ def register_logging(app: Flask) -> None:
 def register_extensions(app: Flask) -> None:
     database.engine_options(app)
     db.init_app(app)
-    limiter.init_app(app)
+    limits.init_app(app)
     database.configure(app)
 
 
@@ -72,8 +76,14 @@ def register_blueprints(app: Flask) -> None:
     # `//api//keys` is an unknown path (404 in the problem shape), not a redirect.
     app.url_map.merge_slashes = False
     app.register_blueprint(views.bp)
+    app.register_blueprint(audit_views.bp)
+    app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
+    app.register_blueprint(leaks.bp)  # /api/revoke
     app.register_blueprint(health.bp)
     app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
+    if app.config["MCP_ENABLED"]:
+        app.register_blueprint(mcp.bp)  # POST /mcp; the SDK is imported on its first request
+    app.register_blueprint(page.bp)  # / and /page/: the page for people, a client of /api/keys
 
 
 def register_errorhandlers(app: Flask) -> None:

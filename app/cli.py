@@ -1,4 +1,4 @@
-"""The operator's commands: `flask org create` and `flask key create`."""
+"""The operator's commands: `flask org create`, `flask key create`, `flask audit export`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 from marshmallow import ValidationError
 
+from app import audit
+from app.audit import schemas as audit_schemas
 from app.bootstrap import NOTICE, describe_keys
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
+from app.keys.schemas import Timestamp
 from app.scopes import KINDS, SCOPES
 
 org = AppGroup("org", help="Manage organizations.")
 key = AppGroup("key", help="Mint keys as the operator.")
+audit_log = AppGroup("audit", help="Read the audit log.")
 
 
 def _one_line(error: ValidationError) -> str:
@@ -96,6 +100,24 @@ def create_key(
         _show(f'Created a key in organization "{organization}".', [created], False, organization)
 
 
+@audit_log.command("export")
+@click.option("--org", "organization", required=True, help="The organization's name.")
+@click.option("--since", help="Only events at or after this ISO 8601 time (with Z or an offset).")
+def export_audit(organization: str, since: str | None) -> None:
+    """Print an organization's audit events as JSON lines, oldest first."""
+    organization = _organization_name("--org", organization)
+    try:
+        moment = None if since is None else Timestamp().deserialize(since)
+    except ValidationError as error:
+        raise click.ClickException(f"--since: {' '.join(error.messages)}") from None
+    _prepare_database()
+    try:
+        for event in audit.exported(organization, moment):
+            click.echo(json.dumps(audit_schemas.event.dump(event)))
+    except LookupError as error:
+        raise click.ClickException(str(error)) from None
+
+
 class Commands(AppGroup):
     """The application's commands. `flask db ...` (Flask-Migrate) is bound when it is asked
     for: it imports alembic, 10 MB that a worker serving the API never uses."""
@@ -119,3 +141,4 @@ def register(app: Flask) -> None:
     app.cli = commands
     app.cli.add_command(org)
     app.cli.add_command(key)
+    app.cli.add_command(audit_log)

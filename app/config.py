@@ -30,12 +30,14 @@ DEFAULTS: dict[str, Any] = {
     "RATELIMIT_STORAGE_URI": "memory://",
     "RATELIMIT_KEY_PREFIX": "api-keys",
     # The limits' storage (Redis) unreachable: keep serving, counting in each worker's
-    # memory until it answers again, with a warning in the log, rather than answer 500.
+    # memory until it answers again, with a warning in the log, rather than answer 503.
     "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
-    "RATELIMIT_SWALLOW_ERRORS": True,
     "RATELIMIT_AUTH_FAILURES": "100/minute",
     "RATELIMIT_PER_KEY": "6000/minute",
+    "RATELIMIT_INTROSPECT": "60000/minute",
     "TRUSTED_PROXIES": 0,
+    # The MCP server at /mcp (CONTRACT.md section 13).
+    "MCP_ENABLED": True,
     # OPTIONS is no method of this API: 405 in the problem shape, as for any other.
     "PROVIDE_AUTOMATIC_OPTIONS": False,
 }
@@ -98,9 +100,14 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "RATELIMIT_AUTH_FAILURES": ("RATELIMIT_AUTH_FAILURES", _rate),
     # Requests one key may make per period before it gets 429.
     "RATELIMIT_PER_KEY": ("RATELIMIT_PER_KEY", _rate),
+    # Checks per key per period, by forward auth (the checked key) and introspection (the
+    # calling key), instead of RATELIMIT_PER_KEY: other services check on every request.
+    "RATELIMIT_INTROSPECT": ("RATELIMIT_INTROSPECT", _rate),
     # Proxies or load balancers in front that set X-Forwarded-For: the client's address (for
     # the limit per address) is taken that many hops back. 0 trusts no such header.
     "TRUSTED_PROXIES": ("TRUSTED_PROXIES", _non_negative_int),
+    # Switch the MCP server off: /mcp is then an unknown path, as in a service without one.
+    "MCP_ENABLED": ("MCP_ENABLED", _boolean),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

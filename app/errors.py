@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
-import time
 from collections.abc import Iterable, Mapping
 
 from flask import Flask, Response, current_app
-from flask_limiter.errors import RateLimitExceeded
 from marshmallow import ValidationError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
-
-from app.extensions import limiter
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -67,17 +62,13 @@ class ApiError(HTTPException):
         return [*super().get_headers(environ, scope), *self.headers]
 
 
-def problem(
-    status: int,
-    code: str,
-    detail: str,
-    errors: Mapping[str, list[str]] | None = None,
-    headers: Iterable[tuple[str, str]] = (),
-) -> Response:
-    """The one place an error response is made."""
-    body = problem_document(status, code, detail, errors)
+def problem(body: dict, headers: Iterable[tuple[str, str]] = ()) -> Response:
+    """The one place an error response is made, from its body (problem_document)."""
     return Response(
-        json.dumps(body, separators=(",", ":")), status, list(headers), mimetype=PROBLEM_JSON
+        json.dumps(body, separators=(",", ":")),
+        body["status"],
+        list(headers),
+        mimetype=PROBLEM_JSON,
     )
 
 
@@ -109,40 +100,34 @@ def flatten(messages: Mapping) -> dict[str, list[str]]:
     return flat
 
 
-def _retry_after() -> str:
-    """Whole seconds until the limit that refused this request lets it through again."""
-    limit = limiter.current_limit
-    seconds = math.ceil(limit.reset_at - time.time()) if limit else 1
-    return str(max(1, seconds))
-
-
-def handle_http_exception(error: HTTPException) -> Response:
-    """Routing errors, 413, 429 and every ApiError share the problem shape; headers survive."""
+def refusal_document(error: HTTPException | ValidationError) -> dict:
+    """The problem body of a raised refusal: what an HTTP answer carries, and what an MCP
+    tool's refused call carries as its structured content."""
+    if isinstance(error, ValidationError):  # a refused input: 422, naming each field
+        errors = flatten(error.normalized_messages())
+        detail = "The request is not valid: " + ", ".join(errors) + "."
+        return problem_document(422, "validation_error", detail, errors)
     status = error.code or 500
-    headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
-    if status == 429:
-        headers.append(("Retry-After", _retry_after()))
     code = getattr(error, "problem_code", None) or CODES.get(status, "error")
-    said = isinstance(error, ApiError | RateLimitExceeded)  # descriptions written for users
+    said = isinstance(error, ApiError)  # descriptions written for users
     detail = error.description if said else DETAILS.get(status)
-    return problem(
+    return problem_document(
         status,
         code,
         detail or HTTP_STATUS_CODES.get(status, "Error"),
         getattr(error, "errors", None),
-        headers,
     )
+
+
+def handle_http_exception(error: HTTPException) -> Response:
+    """Routing errors, 413, 429 and every ApiError share the problem shape; headers survive."""
+    headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
+    return problem(refusal_document(error), headers)
 
 
 def handle_validation_error(error: ValidationError) -> Response:
     """A refused input: 422, naming each field and what is wrong with it."""
-    errors = flatten(error.normalized_messages())
-    return problem(
-        422,
-        "validation_error",
-        "The request is not valid: " + ", ".join(errors) + ".",
-        errors,
-    )
+    return problem(refusal_document(error))
 
 
 # A 503 for a database that does not answer: a client may retry in a second.
@@ -151,21 +136,28 @@ RETRY_SHORTLY = ("Retry-After", "1")
 SCHEMA_MISSING = ("no such table", "no such column")
 
 
-def handle_database_unavailable(error: OperationalError | PoolTimeout) -> Response:
+def database_unavailable(error: OperationalError | PoolTimeout) -> ApiError | None:
     """The database did not answer (down, unreachable, locked past SQLite's busy timeout,
     or no pooled connection free within pool_timeout): 503, which a client may retry,
-    rather than a fault of the service. A schema that lacks a table or column is no passing
-    state: that stays a 500."""
+    rather than a fault of the service. None for a schema that lacks a table or column: no
+    passing state, but a fault (500)."""
     cause = getattr(error, "orig", None) or error
     if str(cause).startswith(SCHEMA_MISSING):
-        raise error
+        return None
     current_app.logger.error("the database did not answer: %s", type(cause).__name__)
-    return problem(
+    return ApiError(
         503,
         "unavailable",
         "The database does not answer; retry shortly.",
         headers=[RETRY_SHORTLY],
     )
+
+
+def handle_database_unavailable(error: OperationalError | PoolTimeout) -> Response:
+    unavailable = database_unavailable(error)
+    if unavailable is None:
+        raise error
+    return handle_http_exception(unavailable)
 
 
 def register(app: Flask) -> None:

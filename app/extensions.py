@@ -1,10 +1,9 @@
 """The unbound extension objects, bound to an application in create_app. Flask-Migrate is
-bound only when migrations are needed (app/database.py: register_migrations)."""
+bound only when migrations are needed (app/database.py: register_migrations); the abuse
+limits are the application's own (app/limits.py)."""
 
 from __future__ import annotations
 
-from flask_limiter import Limiter
-from flask_limiter.util import get_remote_address
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
@@ -25,6 +24,3 @@ class Base(DeclarativeBase):
 
 # Objects stay readable after commit: a response is dumped from them without a reload.
 db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
-# Limits are declared where they apply (app/limits.py); storage and switches come from
-# the RATELIMIT_* configuration.
-limiter = Limiter(key_func=get_remote_address)

@@ -1,57 +1,148 @@
-"""Abuse limits on the key-management API, counted by Flask-Limiter.
+"""The abuse limits (CONTRACT.md section 8), counted with the `limits` library:
 
 - failed authentications per client address (RATELIMIT_AUTH_FAILURES): once an address
   has failed that often in the period, its requests get 429 until the period ends, valid
   keys included, so that guessing cannot go on;
-- requests per key (RATELIMIT_PER_KEY): only authenticated requests count, so nobody can
+- requests per key (RATELIMIT_PER_KEY): counted once the key is found, so that nobody can
   spend another key's allowance by naming its public identifier.
+
+The counts live in RATELIMIT_STORAGE_URI (each worker's memory, or Redis shared by every
+worker and host). A storage that does not answer is no reason to refuse requests: each
+worker then counts in its own memory, says so once in the log, and asks the storage again
+every RETRY_SECONDS. Only the storage's own errors switch over, never a client's request.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app
-from flask.wrappers import Response
-from flask_limiter.util import get_remote_address
+import ipaddress
+import math
+import time
 
-from app import keyformat
-from app.auth import presented_key
-from app.extensions import limiter
+from flask import Flask, current_app, request
+from limits import RateLimitItem, parse
+from limits.storage import MemoryStorage, storage_from_string
+from limits.strategies import FixedWindowRateLimiter
 
+from app.errors import RETRY_SHORTLY, ApiError
 
-def _presented_identifier() -> str:
-    key = presented_key()
-    return keyformat.identifier_of(key) if key and keyformat.is_full_key(key) else "-"
-
-
-def _failed_authentication(response: Response) -> bool:
-    return response.status_code == 401
-
-
-def _authenticated(response: Response) -> bool:
-    return response.status_code != 401
-
-
-def _auth_failures_rate() -> str:
-    return current_app.config["RATELIMIT_AUTH_FAILURES"]
-
-
-def _per_key_rate() -> str:
-    return current_app.config["RATELIMIT_PER_KEY"]
+AUTH_FAILURES = "RATELIMIT_AUTH_FAILURES"
+PER_KEY = "RATELIMIT_PER_KEY"
+# Forward auth and introspection: other services check a key on each request they serve.
+INTROSPECT = "RATELIMIT_INTROSPECT"
+RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
+RETRY_SECONDS = 10.0
+# The longest IP address in text: an IPv6 address with an IPv4 tail.
+_LONGEST_ADDRESS = len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")
+MESSAGES = {
+    AUTH_FAILURES: "Too many failed authentications from this address; retry later.",
+    PER_KEY: "Too many requests with this key; retry later.",
+    INTROSPECT: "Too many checks of this key; retry later.",
+}
 
 
-def protect(bp: Blueprint) -> None:
-    """Put both limits on every route of `bp` (once, where the blueprint is made)."""
-    limiter.shared_limit(
-        _auth_failures_rate,
-        scope="auth-failures",
-        key_func=get_remote_address,
-        deduct_when=_failed_authentication,
-        error_message="Too many failed authentications from this address; retry later.",
-    )(bp)
-    limiter.shared_limit(
-        _per_key_rate,
-        scope="per-key",
-        key_func=_presented_identifier,
-        deduct_when=_authenticated,
-        error_message="Too many requests with this key; retry later.",
-    )(bp)
+class Limits:
+    """One application's limits, in app.extensions["limits"]."""
+
+    def __init__(self, app: Flask) -> None:
+        config = app.config
+        self.enabled: bool = config["RATELIMIT_ENABLED"]
+        self.prefix: str = config["RATELIMIT_KEY_PREFIX"]
+        self.rates: dict[str, RateLimitItem] = {name: parse(config[name]) for name in RATES}
+        self.fallback_enabled: bool = config["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"]
+        self.logger = app.logger
+        options = config.get("RATELIMIT_STORAGE_OPTIONS", {})
+        self.storage = storage_from_string(config["RATELIMIT_STORAGE_URI"], **options)
+        self.limiter = FixedWindowRateLimiter(self.storage)
+        self.fallback: FixedWindowRateLimiter | None = None  # while the storage is silent
+        self.retry_at = 0.0
+
+    def allowed(self, rate: str, identifier: str, count: bool) -> bool:
+        """Whether `identifier` has some of `rate` left; `count` spends one."""
+        item = self.rates[rate]
+        keys = (self.prefix, rate, identifier)
+        try:
+            limiter = self._limiter()
+            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+        except self.storage.base_exceptions:
+            limiter = self._fall_back()
+            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+
+    def refusal(self, rate: str, identifier: str) -> ApiError:
+        """429 with the whole seconds until `identifier`'s `rate` lets it through again."""
+        stats = self._limiter().get_window_stats(self.rates[rate], self.prefix, rate, identifier)
+        retry_after = max(1, math.ceil(stats.reset_time - time.time()))
+        return ApiError(
+            429, "rate_limited", MESSAGES[rate], headers=[("Retry-After", str(retry_after))]
+        )
+
+    def _limiter(self) -> FixedWindowRateLimiter:
+        """The storage's limiter, or the memory's while the storage is silent."""
+        if self.fallback is None:
+            return self.limiter
+        if time.monotonic() >= self.retry_at:
+            if self.storage.check():
+                self.fallback = None
+                self.logger.warning("Rate limit storage answers again: counting there.")
+                return self.limiter
+            self.retry_at = time.monotonic() + RETRY_SECONDS
+        return self.fallback
+
+    def _fall_back(self) -> FixedWindowRateLimiter:
+        if not self.fallback_enabled:
+            raise ApiError(
+                503,
+                "unavailable",
+                "The abuse limits' storage does not answer; retry shortly.",
+                headers=[RETRY_SHORTLY],
+            )
+        if self.fallback is None:
+            self.logger.warning(
+                "Rate limit storage unreachable - falling back to in-memory storage"
+            )
+            self.fallback = FixedWindowRateLimiter(MemoryStorage())
+        self.retry_at = time.monotonic() + RETRY_SECONDS
+        return self.fallback
+
+
+def init_app(app: Flask) -> None:
+    app.extensions["limits"] = Limits(app)
+
+
+def _limits() -> Limits | None:
+    limits: Limits = current_app.extensions["limits"]
+    return limits if limits.enabled else None
+
+
+def client_address() -> str:
+    """The client's address, as the limits count it and the audit log records it: the one
+    the trusted hop forwards (ProxyFix, behind TRUSTED_PROXIES) when it is an IP address,
+    else the connection's. A made-up value must not escape its count or reach the log."""
+    address = request.remote_addr or ""
+    if len(address) <= _LONGEST_ADDRESS and "%" not in address:  # no IPv6 zone
+        try:
+            ipaddress.ip_address(address)
+            return address
+        except ValueError:
+            pass
+    return request.environ.get("werkzeug.proxy_fix.orig", {}).get("REMOTE_ADDR") or "-"
+
+
+def check_address() -> None:
+    """429 for an address whose failed authentications are spent."""
+    limits = _limits()
+    if limits and not limits.allowed(AUTH_FAILURES, address := client_address(), count=False):
+        raise limits.refusal(AUTH_FAILURES, address)
+
+
+def count_failure() -> None:
+    """One failed authentication of this request's address (refused anyway: the next
+    request of the address meets the limit)."""
+    if limits := _limits():
+        limits.allowed(AUTH_FAILURES, client_address(), count=True)
+
+
+def count_use(identifier: str, rate: str = PER_KEY) -> None:
+    """One request of the key `identifier`; 429 past `rate` (a configuration key)."""
+    limits = _limits()
+    if limits and not limits.allowed(rate, identifier, count=True):
+        raise limits.refusal(rate, identifier)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
-from flask.logging import default_handler
 
 from app import keyformat
 
@@ -22,11 +21,7 @@ class MaskKeys(logging.Filter):
 
 def register(app: Flask) -> None:
     """Mask the application's own log (server faults name the path, which may hold a full
-    key) and the development server's request log; print Flask-Limiter's warnings (its
-    storage unreachable) beside the application's, where it only gives them a NullHandler."""
-    limiter_log = logging.getLogger("flask-limiter")
-    if default_handler not in limiter_log.handlers:
-        limiter_log.addHandler(default_handler)
-    for logger in (app.logger, logging.getLogger("werkzeug"), limiter_log):
+    key) and the development server's request log."""
+    for logger in (app.logger, logging.getLogger("werkzeug")):
         if not any(isinstance(f, MaskKeys) for f in logger.filters):
             logger.addFilter(MaskKeys())

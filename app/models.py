@@ -4,8 +4,9 @@ Columns, indexes and constraints only."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, LargeBinary, String
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
@@ -40,11 +41,18 @@ class ApiKey(db.Model):
     created: Mapped[datetime]
     updated: Mapped[datetime]
     last_used: Mapped[datetime | None]
+    # From this time on the key authenticates nothing; None: it never expires.
+    expires_at: Mapped[datetime | None]
+    # The identifier of the key whose request made this one; None: the operator.
+    created_by: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         # Listing: one organization's keys, oldest first, ties by identifier.
         Index("ix_api_keys_listing", "organization_id", "created", "identifier"),
         Index("ix_api_keys_listing_by_kind", "organization_id", "kind", "created", "identifier"),
+        # The list filters state= and unused_since=.
+        Index("ix_api_keys_expiry", "organization_id", "expires_at"),
+        Index("ix_api_keys_last_used", "organization_id", "last_used"),
         CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
     )
 
@@ -60,3 +68,26 @@ class KeyCount(db.Model):
     )
     kind: Mapped[str] = mapped_column(String(20), primary_key=True)
     total: Mapped[int]
+
+
+class AuditEvent(db.Model):
+    """One change to a key, written in the transaction of the change (app/audit)."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    at: Mapped[datetime]
+    action: Mapped[str] = mapped_column(String(20))
+    # The shown value of the acting key, "operator" or "leak-report".
+    actor: Mapped[str] = mapped_column(String(70))
+    # The shown value of the key acted on.
+    target: Mapped[str] = mapped_column(String(70))
+    client_address: Mapped[str | None] = mapped_column(String(100))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (
+        # Newest first, per organization; and the events of one key.
+        Index("ix_audit_events_listing", "organization_id", "id"),
+        Index("ix_audit_events_target", "organization_id", "target", "id"),
+    )

@@ -1,6 +1,6 @@
-"""Reading a JSON request body: 415 for another media type, 413 when too large, 400 when
-not a JSON object with unique member names. Checked in this order, before any field is
-looked at."""
+"""Reading a request's input: a JSON body (415 for another media type, 413 when too large,
+400 when not a JSON object with unique member names, checked in this order before any
+field is looked at), and the query string."""
 
 from __future__ import annotations
 
@@ -47,3 +47,34 @@ def json_object() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "bad_request", "The request body must be a JSON object.")
     return body
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def form_or_json_object() -> dict[str, Any]:
+    """The request body as a dict: a form (as RFC 7662 clients send one; a field given
+    several times is the list of its values, which schemas refuse) or a JSON object."""
+    if request.mimetype == "application/json":
+        return json_object()
+    if request.mimetype != FORM:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"The request body must be sent as {FORM} or application/json.",
+        )
+    form = request.form  # 413 past MAX_CONTENT_LENGTH
+    return {name: values[0] if len(values) == 1 else values for name, values in form.lists()}
+
+
+def has_body() -> bool:
+    """Whether the request carries a body at all (a rotate may have none)."""
+    return bool(request.content_length) or "Transfer-Encoding" in request.headers
+
+
+def query_arguments() -> dict[str, Any]:
+    """The query string for a schema: a name given once is its value, given several
+    times the list of them (which the schema refuses, naming it)."""
+    return {
+        name: values[0] if len(values) == 1 else values for name, values in request.args.lists()
+    }

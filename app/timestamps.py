@@ -38,6 +38,11 @@ def from_iso(shown: str) -> datetime:
     return datetime.fromisoformat(shown.removesuffix("Z"))
 
 
+def unix_seconds(shown: str) -> int:
+    """A time as shown, in whole seconds since 1970 (RFC 7662's `iat` and `exp`)."""
+    return int(from_iso(shown).replace(tzinfo=UTC).timestamp())
+
+
 class as_shown(FunctionElement):
     """A stored time in SQL, as the service shows it (what iso() gives), formatted by the
     database: a page of keys reads 150 times, and formatting them in Python cost a third

@@ -129,6 +129,7 @@ class Scenario:
     script: str | None = None
     auth: str | None = None  # the full key to authenticate with
     expect: int = 200
+    body: str | None = None  # what the script sends (BENCH_BODY): mcp.lua, post.lua
 
     def command(self, port: int, seconds: int) -> list[str]:
         threads, connections = setting("THREADS", 2), setting("CONNECTIONS", 32)
@@ -140,7 +141,12 @@ class Scenario:
     def env(self) -> dict[str, str]:
         if self.auth is None:
             return dict(os.environ)
-        return os.environ | {"BENCH_AUTH": base64.b64encode(f"{self.auth}:".encode()).decode()}
+        basic = base64.b64encode(f"{self.auth}:".encode()).decode()
+        return os.environ | {
+            "BENCH_AUTH": basic,
+            "BENCH_KEY": self.auth,
+            "BENCH_BODY": self.body or "",
+        }
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -176,8 +182,22 @@ def drive(scenario: Scenario, port: int, seconds: int) -> dict:
     return parse_wrk(completed.stdout)
 
 
+def get_key_call(reference: str) -> str:
+    """The MCP tools/call of get_key: the twin of `get`, through the SDK."""
+    params = {"name": "get_key", "arguments": {"key": reference}}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+
+
+FORWARD_AUTH = "/api/forward-auth?scope=monitor:read"
+
+
 def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
     deep = f"/api/keys?page={small.keys_per_organization // PAGE_SIZE}"
+    mcp_get = get_key_call(small.read_target)
+    rotate = f"/api/keys/{small.write_target}/rotate"
+    grace = json.dumps({"grace_seconds": 3600})  # the target stays: each request rotates it
+    stale = "/api/keys?unused_since=2999-01-01T00:00:00Z"  # every key: the whole count
+    checked = json.dumps({"token": small.reader})  # a live key of the same organization
     return [
         Scenario("bare_flask", "bare", "/ping"),
         Scenario("get", "small", f"/api/keys/{small.read_target}", "auth.lua", small.reader),
@@ -188,9 +208,14 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario("deep_list_50", "small", deep, "auth.lua", small.reader),
         Scenario("create", "small", "/api/keys", "create.lua", small.writer, expect=201),
         Scenario("update", "small", f"/api/keys/{small.write_target}", "update.lua", small.writer),
+        Scenario("rotate", "small", rotate, "post.lua", small.writer, expect=201, body=grace),
+        Scenario("forward_auth", "small", FORWARD_AUTH, "auth.lua", small.reader, expect=204),
+        Scenario("introspect", "small", "/api/introspect", "post.lua", small.reader, body=checked),
         Scenario("unauthenticated_401", "small", f"/api/keys/{small.read_target}", expect=401),
+        Scenario("mcp_get_key", "small", "/mcp", "mcp.lua", small.reader, body=mcp_get),
         Scenario("get_big", "big", f"/api/keys/{big.read_target}", "auth.lua", big.reader),
         Scenario("deep_list_50_big", "big", deep, "auth.lua", big.reader),
+        Scenario("unused_since_50_big", "big", stale, "auth.lua", big.reader),
     ]
 
 

@@ -127,6 +127,14 @@ BAD_CREDENTIALS = {
     "shown form": lambda org: basic(identifier_of(org.sdk) + "...:"),
     "unknown well-formed key basic": lambda org: basic(_unknown_key(org) + ":"),
     "unknown well-formed key bearer": lambda org: bearer(_unknown_key(org)),
+    # Bytes that are not ASCII, as a WSGI server hands them on (latin-1): base64 cannot
+    # read them, and neither may anything else.
+    "basic not ascii": lambda org: {"Authorization": "Basic \xff\xfe\xfd"},
+    "basic base64 of bytes not ascii": lambda org: {
+        "Authorization": "Basic " + base64.b64encode(b"\xff\xfe:\xfd").decode()
+    },
+    "bearer not ascii": lambda org: {"Authorization": "Bearer \xe9" + org.sdk[1:]},
+    "basic of a key and a nul": lambda org: basic(org.sdk + "\x00:"),
 }
 
 

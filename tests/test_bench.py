@@ -5,11 +5,13 @@ a baseline checkout answers the compared scenarios beside this one."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
 
 from bench import bare, run
+from bench.seed import Seeded
 
 WRK_OUTPUT = """\
 Running 5s test @ http://127.0.0.1:5000/ping
@@ -62,3 +64,52 @@ def test_a_baseline_answers_each_compared_scenario_right_after_this_checkout():
         ("get_big", "big", "/api/keys/y"),
         ("get_big@baseline", "big@baseline", "/api/keys/y"),
     ]
+
+
+def test_the_mcp_scenario_calls_get_key_on_gets_key_with_a_bearer_key():
+    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", 100)
+    plan = {scenario.name: scenario for scenario in run.scenarios(seeded, seeded)}
+    mcp, get = plan["mcp_get_key"], plan["get"]
+    assert (mcp.path, mcp.script, mcp.auth) == ("/mcp", "mcp.lua", get.auth)
+    env = mcp.env()
+    assert env["BENCH_KEY"] == "ak_reader"
+    message = json.loads(env["BENCH_BODY"])
+    assert message["method"] == "tools/call"
+    assert message["params"] == {"name": "get_key", "arguments": {"key": "ak_target..."}}
+    assert (Path(run.BENCH) / "mcp.lua").is_file()
+
+
+def test_the_rotate_scenario_rotates_the_write_target_with_a_grace_period():
+    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", 100)
+    plan = {scenario.name: scenario for scenario in run.scenarios(seeded, seeded)}
+    rotate = plan["rotate"]
+    assert (rotate.path, rotate.script, rotate.auth, rotate.expect) == (
+        "/api/keys/ak_written/rotate",
+        "post.lua",
+        "ak_writer",
+        201,
+    )
+    assert json.loads(rotate.env()["BENCH_BODY"]) == {"grace_seconds": 3600}
+    assert (Path(run.BENCH) / "post.lua").is_file()
+    stale = plan["unused_since_50_big"]
+    assert (stale.server, stale.path.partition("?")[2]) == (
+        "big",
+        "unused_since=2999-01-01T00:00:00Z",
+    )
+
+
+def test_the_checks_scenarios_ask_forward_auth_and_introspection_with_the_reader():
+    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", 100)
+    plan = {scenario.name: scenario for scenario in run.scenarios(seeded, seeded)}
+    forward, introspect = plan["forward_auth"], plan["introspect"]
+    assert (forward.path, forward.auth, forward.expect) == (
+        "/api/forward-auth?scope=monitor:read",
+        "ak_reader",
+        204,
+    )
+    assert (introspect.path, introspect.script, introspect.auth) == (
+        "/api/introspect",
+        "post.lua",
+        "ak_reader",
+    )
+    assert json.loads(introspect.env()["BENCH_BODY"]) == {"token": "ak_reader"}

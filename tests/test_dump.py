@@ -7,7 +7,7 @@ import pytest
 from marshmallow import Schema, fields
 from sqlalchemy import select
 
-from app.auth import Caller
+from app.credentials import Caller
 from app.extensions import db
 from app.keys import schemas, service
 from app.models import Organization
@@ -21,7 +21,7 @@ def test_keys_and_pages_dump_as_the_schemas_do(app, client, org, make_key):
         organization_id = db.session.scalar(
             select(Organization.id).where(Organization.name == org.name)
         )
-        caller = Caller(0, organization_id, "sdk_integration", ALL)
+        caller = Caller(0, organization_id, "ak_test0000", "sdk_integration", ALL)
         page = service.list_keys(caller, page=1, page_size=50)
         assert len(page.data) == 3
         assert any(key.last_used for key in page.data)

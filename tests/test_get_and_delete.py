@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from app.keyformat import identifier_of, new_key
+from tests.contract import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"
-KEY_FIELDS = ["key", "name", "kind", "scopes", "immutable", "last_used", "created", "updated"]
 
 # The three ways `:key` in a path may name a key: name -> function(full key) -> reference
 FORMS = {
@@ -71,7 +71,7 @@ def test_get_by_each_reference_form_returns_the_key(client, org, make_key, form)
     response = client.get(f"/api/keys/{FORMS[form](target)}", auth=(org.sdk, ""))
     assert response.status_code == 200, response.json
     body = response.json
-    assert list(body) == KEY_FIELDS
+    assert tuple(body) == KEY_FIELDS
     assert body["key"] == identifier_of(target) + "..."
     assert (body["name"], body["kind"], body["immutable"]) == ("target", "custom", False)
     assert body["scopes"] == ["monitor:read", "site:read"]

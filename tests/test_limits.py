@@ -3,14 +3,18 @@ requests per key, past them 429 with Retry-After in the problem shape."""
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
+import redis
 
-from app import create_app
+from app import create_app, limits
+from tests.server.conftest import free_port
 
 
 @pytest.fixture
@@ -136,6 +140,26 @@ def test_behind_a_trusted_proxy_failures_count_per_forwarded_client(client):
     assert_rate_limited(failing_from(client, "198.51.100.9, 203.0.113.7"))
 
 
+@pytest.mark.parametrize(
+    "app_config", [{"RATELIMIT_AUTH_FAILURES": "3/minute", "TRUSTED_PROXIES": 1}]
+)
+@pytest.mark.parametrize("forwarded", ["x" * 300, "300.1.2.3", "fe80::1%" + "9" * 200, "\xff\xfe"])
+def test_a_forwarded_value_that_is_not_an_address_is_the_connections(client, org, forwarded):
+    """What the trusted hop forwards is used only when it is an IP address: a client's
+    made-up value neither escapes its own count nor reaches the audit log."""
+    body = {"name": "made", "kind": "custom", "scopes": ["site:read"]}
+    made = client.post(
+        "/api/keys", json=body, auth=(org.sdk, ""), headers={"X-Forwarded-For": forwarded}
+    )
+    assert made.status_code == 201, made.json
+    events = client.get("/api/audit", auth=(org.sdk, "")).json["data"]
+    assert events[0]["client_address"] == "127.0.0.1"
+    for _ in range(3):
+        assert failing_from(client, forwarded).status_code == 401
+    assert_rate_limited(failing_from(client, "203.0.113.1, " + forwarded))
+    assert_rate_limited(client.get("/api/keys"))  # the connection's address: the same count
+
+
 @pytest.fixture
 def silent_redis() -> Iterator[str]:
     """The URL of a server that accepts connections and never answers."""
@@ -161,3 +185,76 @@ def test_a_redis_that_does_not_answer_holds_a_request_about_a_second(
     assert answers[0].status_code == 200
     assert time.monotonic() - started < 5
     assert "falling back to in-memory storage" in caplog.text
+
+
+@pytest.mark.parametrize("app_config", [{"RATELIMIT_AUTH_FAILURES": "2/minute"}])
+def test_an_unreadable_authorization_is_a_failed_authentication(client, caplog):
+    unreadable = {"Authorization": "Basic \xff\xfe\xfd"}
+    for _ in range(2):
+        response = client.get("/api/keys", headers=unreadable)
+        assert (response.status_code, response.json["code"]) == (401, "unauthorized")
+    assert_rate_limited(client.get("/api/keys", headers=unreadable))
+    assert "falling back" not in caplog.text  # a client's bytes never switch the storage
+
+
+def test_a_storage_that_does_not_answer_is_a_503_when_the_fallback_is_off(
+    make_app, database_url, org
+):
+    app = make_app(
+        SQLALCHEMY_DATABASE_URI=database_url,
+        RATELIMIT_STORAGE_URI=f"redis://127.0.0.1:{free_port()}/0",
+        RATELIMIT_IN_MEMORY_FALLBACK_ENABLED=False,
+    )
+    response = app.test_client().get("/api/keys", auth=(org.sdk, ""))
+    assert (response.status_code, response.json["code"]) == (503, "unavailable")
+    assert response.headers["Retry-After"] == "1"
+
+
+@pytest.fixture
+def redis_later() -> Iterator[tuple[str, Callable[[], None]]]:
+    """The URL of a Redis that is not there yet, and how to start it there."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed: a Redis that comes back is not tested")
+    port = free_port()
+    started: list[subprocess.Popen] = []
+
+    def start() -> None:
+        command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+        started.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    yield f"redis://127.0.0.1:{port}/0", start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_the_limits_count_in_redis_again_once_it_answers(
+    make_app, database_url, org, redis_later, monkeypatch, caplog
+):
+    url, start_redis = redis_later
+    monkeypatch.setattr(limits, "RETRY_SECONDS", 0.0)
+    app = make_app(
+        SQLALCHEMY_DATABASE_URI=database_url,
+        RATELIMIT_STORAGE_URI=url,
+        RATELIMIT_PER_KEY="3/minute",
+    )
+    client = app.test_client()
+    assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
+    assert "falling back to in-memory storage" in caplog.text
+    start_redis()
+    for _ in range(3):
+        assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
+    assert_rate_limited(client.get("/api/keys", auth=(org.sdk, "")))
+    assert "answers again" in caplog.text
+    counters = redis.Redis.from_url(url)
+    try:
+        assert list(counters.scan_iter(match="*RATELIMIT_PER_KEY*")), "not counted in Redis"
+    finally:
+        counters.close()

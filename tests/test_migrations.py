@@ -241,6 +241,7 @@ def test_keys_stored_at_any_revision_still_authenticate_after_upgrade_to_head(
     assert own.status_code == 200, own.json
     assert own.json["scopes"] == ["monitor:read", "site:read"]
     assert own.json["created"] == "2026-01-02T03:04:05.000006Z"
+    assert (own.json["expires_at"], own.json["created_by"]) == (None, None)
 
 
 def insert_first_revision_keys(engine: sa.Engine) -> None:
@@ -279,8 +280,14 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 
 
 # Revision -> how keys were written at that revision, without today's models.
-# 0002 added key_counts, which its triggers keep: rows are stored as before.
-STORE_KEYS_AT = {"0001": insert_first_revision_keys, "0002": insert_first_revision_keys}
+# 0002 added key_counts, which its triggers keep: rows are stored as before. 0003 added
+# nullable columns, which the previous version of the service never writes: rows stored
+# as before still authenticate, never expire, and show created_by null.
+STORE_KEYS_AT = {
+    "0001": insert_first_revision_keys,
+    "0002": insert_first_revision_keys,
+    "0003": insert_first_revision_keys,
+}
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):

@@ -14,10 +14,20 @@ from openapi_spec_validator.validation import OpenAPIV31SpecValidator
 from app import openapi
 from app.errors import CODES
 from app.keys import schemas
+from app.scopes import KINDS
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
-# The endpoints that serve the document and its viewer are not part of the API.
-NOT_THE_API = {"static", "docs.document", "docs.page", "docs.start", "docs.asset"}
+# The endpoints that serve the document and its viewer, and the page for people (a client
+# of the API), are not part of the API.
+NOT_THE_API = {
+    "static",
+    "docs.document",
+    "docs.page",
+    "docs.start",
+    "docs.asset",
+    "page.page",
+    "page.static",
+}
 METHODS = {"get", "put", "post", "delete", "patch"}
 
 
@@ -100,7 +110,13 @@ def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
     assert schemas["CreateKey"]["required"] == ["kind", "name"]
     assert schemas["CreateKey"]["properties"]["name"]["maxLength"] == 200
     assert schemas["CreateKey"]["additionalProperties"] is False
-    assert {p["name"] for p in keys["get"]["parameters"]} == {"page", "page_size", "kind"}
+    assert {p["name"] for p in keys["get"]["parameters"]} == {
+        "page",
+        "page_size",
+        "kind",
+        "state",
+        "unused_since",
+    }
     page_size = next(p for p in keys["get"]["parameters"] if p["name"] == "page_size")
     assert page_size["schema"] == {"type": "integer", "default": 50, "minimum": 1, "maximum": 200}
     page = next(p for p in keys["get"]["parameters"] if p["name"] == "page")
@@ -108,22 +124,42 @@ def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
     assert schemas["KeyOutput"]["properties"]["last_used"]["type"] == ["string", "null"]
 
 
-def test_every_error_is_a_problem_with_its_codes(document):
+def test_every_error_is_a_plain_problem_naming_its_status_and_codes(document):
+    """The plain Problem schema on every error (a schema narrowed per status with allOf and
+    a const is one that openapi-python-client cannot type); status and codes in words."""
     responses = document["components"]["responses"]
     for status in openapi.ERROR_MEANINGS:
         response = responses[CODES[status]]
         [(media_type, content)] = response["content"].items()
         assert media_type == "application/problem+json"
-        problem, specific = content["schema"]["allOf"]
-        assert problem == {"$ref": "#/components/schemas/Problem"}
-        assert specific["properties"]["status"] == {"const": status}
+        assert content["schema"] == {"$ref": "#/components/schemas/Problem"}
+        code = openapi.PROBLEM_CODES.get(status, (CODES[status],))[0]
+        assert f"`status` {status}, `code` `{code}`" in response["description"]
     assert "Retry-After" in responses["rate_limited"]["headers"]
     assert "Retry-After" in responses["unavailable"]["headers"]
     assert "WWW-Authenticate" in responses["unauthorized"]["headers"]
-    forbidden = responses["forbidden"]["content"]["application/problem+json"]["schema"]
-    assert forbidden["allOf"][1]["properties"]["code"] == {
-        "enum": ["forbidden", "scope_exceeds_caller"]
-    }
+    assert responses["forbidden"]["description"].endswith(
+        "`status` 403, `code` `forbidden` or `scope_exceeds_caller`."
+    )
+
+
+def test_request_models_hold_only_what_a_client_may_set(document):
+    """No read-only field in a request schema (a generated client would offer each as an
+    untyped argument); that they are accepted and ignored is said in words."""
+    components = document["components"]["schemas"]
+    for name in ("CreateKey", "UpdateKey", "RotateKey"):
+        assert not set(components[name]["properties"]) & schemas.READ_ONLY, name
+        assert components[name]["additionalProperties"] is False
+    for name in ("CreateKey", "UpdateKey"):
+        assert "are accepted and ignored" in components[name]["description"]
+    update = components["UpdateKey"]
+    assert "anyOf" not in update
+    assert update["description"].startswith("At least one of `expires_at`, `name`, `scopes`")
+
+
+def test_the_document_names_its_server_and_license(document):
+    assert document["servers"] == [{"url": "/", "description": "This service"}]
+    assert document["info"]["license"] == {"name": "MIT", "identifier": "MIT"}
 
 
 @pytest.mark.parametrize(
@@ -149,6 +185,16 @@ def test_operations_name_the_keys_they_need(document):
         for method, operation in item.items():
             if path == "/healthz":
                 assert operation["security"] == []
+                continue
+            if path == "/mcp":  # contract section 13: Bearer, sdk_integration keys only
+                assert operation["security"] == [{"bearerAuth": ["sdk_integration"]}]
+                continue
+            if path == "/api/revoke":  # contract section 12: holding a key is the right
+                assert operation["security"] == []
+                continue
+            if path == "/api/forward-auth":  # contract section 11: any kind of key
+                roles = {role for need in operation["security"] for [role] in need.values()}
+                assert roles == set(KINDS), (path, method)
                 continue
             assert {role for need in operation["security"] for [role] in need.values()} == {
                 "sdk_integration",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import delete, update
 
 from app import bootstrap, create_app
-from app.auth import Caller
+from app.credentials import Caller
 from app.database import upgrade_embedded
 from app.errors import ApiError
 from app.extensions import db
@@ -15,7 +15,13 @@ from app.scopes import ALL, to_bits
 
 
 def _caller(key: ApiKey) -> Caller:
-    return Caller(id=0, organization_id=key.organization_id, kind="sdk_integration", scope_bits=ALL)
+    return Caller(
+        id=0,
+        organization_id=key.organization_id,
+        identifier="ak_test0000",
+        kind="sdk_integration",
+        scope_bits=ALL,
+    )
 
 
 def _deleted_meanwhile(make_key) -> tuple[Caller, service.Key]:

@@ -178,12 +178,21 @@ def test_body_that_is_not_a_json_object_is_400(client, org, target, endpoint, bo
 
 @pytest.mark.parametrize(
     "path",
-    ["/", "/api", "/api/nothing", "/api/keys/a/b", "/api/v1/keys", "/keys", "//api//keys"],
+    [
+        "/index.html",
+        "/api",
+        "/api/nothing",
+        "/api/keys/a/b",
+        "/api/v1/keys",
+        "/keys",
+        "//api//keys",
+    ],
 )
 @pytest.mark.parametrize("credentials", ["none", "sdk"])
 def test_unknown_path_is_404_problem_json(client, org, path, credentials):
     auth = (org.sdk, "") if credentials == "sdk" else None
-    response = client.get(path, auth=auth)
+    # A full URL: alone, "//api//keys" would be read as the host "api" with an empty path.
+    response = client.get("http://localhost" + path, auth=auth)
     assert_problem(response, 404, "not_found")
     assert "WWW-Authenticate" not in response.headers
 

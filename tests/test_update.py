@@ -276,9 +276,10 @@ def test_update_with_neither_name_nor_scopes_is_refused(client, auth, target, bo
     _assert_invalid(client, auth, target, body)
 
 
-def test_update_echoing_a_read_key_without_name_and_scopes_is_refused(client, auth, target):
+def test_update_echoing_a_read_key_without_its_updatable_fields_is_refused(client, auth, target):
     read = _get(client, auth, target["key"])
-    body = {field: value for field, value in read.items() if field not in ("name", "scopes")}
+    updatable = ("name", "scopes", "expires_at")
+    body = {field: value for field, value in read.items() if field not in updatable}
     _assert_invalid(client, auth, target, body)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -19,10 +20,15 @@ from marshmallow import (
 )
 
 from app import keyformat
+from app.keys.service import ACTIVE, EXPIRED
 from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, is_immutable, to_bits, to_names
+from app.timestamps import utcnow
 
 # Sent back by clients that echo what they read; ignored on input.
-READ_ONLY = frozenset({"key", "immutable", "last_used", "created", "updated"})
+READ_ONLY = frozenset({"key", "immutable", "last_used", "created", "updated", "created_by"})
+UPDATABLE = frozenset({"name", "scopes", "expires_at"})
+# A rotated key keeps working at most 30 days beside its replacement.
+MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
 NAME_MAX_LENGTH = 200
 # C0 and C1 control characters, DEL, and lone surrogates (which no database can store).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -58,6 +64,37 @@ def _scopes(**kwargs: Any) -> fields.List:
     return fields.List(scope, **kwargs)
 
 
+class Timestamp(fields.AwareDateTime):
+    """An ISO 8601 time with `Z` or an offset (a time without one is refused: whose
+    midnight would it be?), as stored: naive UTC."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(format="iso", **kwargs)
+        self.error_messages["invalid_awareness"] = (
+            "Not a valid timestamp with an offset: give Z or +HH:MM."
+        )
+
+    def _deserialize(self, value, attr, data, **kwargs) -> datetime:
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            return moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # 0001-01-01T00:00:00+00:01 is before the year 1 in UTC
+            raise ValidationError("Not a time that exists in UTC.") from None
+
+
+class Expiry(Timestamp):
+    """When a key stops working: a time in the future, or null for never."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_none=True, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs) -> datetime:
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        if moment <= utcnow():
+            raise ValidationError("Must be in the future.")
+        return moment
+
+
 class _KeyInput(Schema):
     """Ignores read-only fields; refuses any other unknown field (marshmallow's default)."""
 
@@ -76,6 +113,7 @@ class CreateKey(_KeyInput):
     name = Name(required=True)
     kind = _kind(required=True)
     scopes = _scopes()
+    expires_at = Expiry()
 
     @validates_schema
     def scopes_fit_kind(self, data: dict, **kwargs: Any) -> None:
@@ -98,35 +136,67 @@ class CreateKey(_KeyInput):
 
 
 class UpdateKey(_KeyInput):
-    """A partial update: name, scopes or both. `kind` may be sent, unchanged."""
+    """A partial update: name, scopes, expires_at, or several. `kind` may be sent,
+    unchanged."""
 
     name = Name()
     scopes = _scopes()
+    expires_at = Expiry()
     kind = _kind()
 
     @validates_schema
     def something_to_update(self, data: dict, **kwargs: Any) -> None:
-        if "name" not in data and "scopes" not in data:
-            message = "An update needs name, scopes or both."
-            raise ValidationError({"name": [message], "scopes": [message]})
+        if not UPDATABLE & data.keys():
+            message = "An update needs name, scopes or expires_at."
+            raise ValidationError({field: [message] for field in sorted(UPDATABLE)})
+
+
+class RotateKey(Schema):
+    """What a rotation may say: how long the old key keeps working, and when the new one
+    expires."""
+
+    grace_seconds = fields.Integer(
+        strict=True, load_default=0, validate=validate.Range(min=0, max=MAX_GRACE_SECONDS)
+    )
+    expires_at = Expiry()
 
 
 class _QueryInteger(fields.Integer):
-    """An integer in a query string: ASCII digits only, at most 18 of them."""
+    """An integer in a query string: ASCII digits only, at most 18 of them; or a JSON
+    integer, as an MCP tool's arguments carry it."""
 
     _PATTERN = re.compile(r"-?[0-9]{1,18}")
     MAX = 10**18 - 1  # stated, so that the OpenAPI document says it
 
     def _deserialize(self, value, attr, data, **kwargs) -> int:
+        if type(value) is int:  # not a bool
+            return value
         if not isinstance(value, str) or not self._PATTERN.fullmatch(value):
             raise self.make_error("invalid")
         return int(value)
 
 
-class ListArguments(Schema):
+class PageArguments(Schema):
+    """Paging, as every listing takes it."""
+
     page = _QueryInteger(load_default=1, validate=validate.Range(min=1, max=_QueryInteger.MAX))
     page_size = _QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
+
+
+class ListArguments(PageArguments):
     kind = _kind()
+    state = fields.String(
+        validate=validate.OneOf((ACTIVE, EXPIRED), error="Must be one of: {choices}.")
+    )
+    # Keys never used, or last used before this time.
+    unused_since = Timestamp()
+
+
+class KeyReference(Schema):
+    """The key an MCP tool names, as a path names it in /api/keys/<reference>: its
+    identifier, its shown form or its full value."""
+
+    key = fields.String(required=True)
 
 
 class KeyOutput(Schema):
@@ -140,6 +210,10 @@ class KeyOutput(Schema):
     last_used = fields.String(allow_none=True)  # times come as shown (timestamps.iso)
     created = fields.String()
     updated = fields.String()
+    expires_at = fields.String(allow_none=True)
+    created_by = fields.Function(
+        lambda key: None if key.created_by is None else keyformat.shown(key.created_by)
+    )
 
 
 class KeyPage(Schema):
@@ -152,10 +226,12 @@ class KeyPage(Schema):
 # Built once: schemas hold no per-request state.
 create_key = CreateKey()
 update_key = UpdateKey()
+rotate_key = RotateKey()
 list_arguments = ListArguments()
 # What an empty query string loads to (the defaults), loaded once: most list requests
 # have none, and loading it cost a list page 2% of its time (bench/README.md).
 list_defaults = MappingProxyType(list_arguments.load({}))
+key_reference = KeyReference()
 key_output = KeyOutput()
 key_page = KeyPage()
 

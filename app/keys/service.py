@@ -6,22 +6,44 @@ in the CLI): no query runs without it.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from flask import current_app
 from marshmallow import ValidationError
-from sqlalchemy import Select, bindparam, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
-from app import keyformat
-from app.auth import Caller
+from app import audit, keyformat
+from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey, KeyCount, Organization
 from app.reads import Read
-from app.scopes import CUSTOM, FIXED, SDK_INTEGRATION, TELEMETRY, exceeding, is_immutable, to_names
-from app.timestamps import TICK, as_shown, from_iso, iso, utcnow
+from app.scopes import (
+    CUSTOM,
+    FIXED,
+    SDK_INTEGRATION,
+    TELEMETRY,
+    exceeding,
+    is_immutable,
+    to_names,
+)
+from app.timestamps import TICK, as_shown, from_iso, iso, seconds_since, utcnow
 
+# The states a key may be listed by (`state=`).
+ACTIVE, EXPIRED = "active", "expired"
 # The keys every new organization starts with: (name, kind).
 STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
 
@@ -38,6 +60,8 @@ class Key(NamedTuple):
     created: str
     updated: str
     last_used: str | None
+    expires_at: str | None
+    created_by: str | None  # the identifier of the key that made it; None: the operator
 
 
 class Page(NamedTuple):
@@ -51,7 +75,7 @@ class Page(NamedTuple):
 # no statement construction per request (see bench/README.md).
 _KEYS = ApiKey.__table__
 _IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
-_TIMES = ("created", "updated", "last_used")
+_TIMES = ("created", "updated", "last_used", "expires_at")
 _KEY = select(
     *(
         as_shown(_KEYS.c[name]).label(name) if name in _TIMES else _KEYS.c[name]
@@ -92,7 +116,11 @@ _PAGES = {
     for kind, criteria in ((False, (_IN_ORGANIZATION,)), (True, (_IN_ORGANIZATION, _WITH_KIND)))
     for deep in (False, True)
 }
-_UPDATE = update(_KEYS).where(_KEYS.c.id == bindparam("key_id"))
+# Writes name a key by its identifier, never by its id: SQLite gives a deleted row's id to
+# the next key made, so a write meant for a key another request has just deleted (or
+# rotated) would land on that request's new key.
+_UPDATE = update(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
+_RECORD_USE = _UPDATE.values(last_used=bindparam("now"))
 
 
 class OrganizationError(Exception):
@@ -119,6 +147,10 @@ def _require_power_over(caller: Caller, key: Key) -> None:
         raise ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
 
 
+def organization_name(organization_id: int) -> str:
+    return db.session.scalar(select(Organization.name).where(Organization.id == organization_id))
+
+
 def find_key(caller: Caller, reference: str) -> Key:
     """The caller's organization's key named by `reference` (its full value, identifier or
     `<identifier>...`); 404 for any other."""
@@ -137,8 +169,55 @@ def find_key(caller: Caller, reference: str) -> Key:
     return Key._make(row)
 
 
-def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None) -> Page:
+def matching(
+    organization_id: int, kind: str | None, state: str | None, unused_since: datetime | None
+) -> ColumnElement[bool]:
+    """The organization's keys of `kind`, in `state`, unused since `unused_since` (each
+    when given): what ix_api_keys_expiry and ix_api_keys_last_used serve."""
+    now = utcnow()
+    criteria = [_KEYS.c.organization_id == organization_id]
+    if kind is not None:
+        criteria.append(_KEYS.c.kind == kind)
+    if state == ACTIVE:
+        criteria.append(or_(_KEYS.c.expires_at.is_(None), _KEYS.c.expires_at > now))
+    elif state == EXPIRED:
+        criteria.append(_KEYS.c.expires_at <= now)
+    if unused_since is not None:
+        criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
+    return and_(*criteria)
+
+
+def _filtered(
+    caller: Caller,
+    page: int,
+    page_size: int,
+    kind: str | None,
+    state: str | None,
+    unused_since: datetime | None,
+) -> Page:
+    """A page of the keys that match `state` and/or `unused_since` (and `kind`): counted
+    with count(*) over the organization's index of the filtered column."""
+    where = matching(caller.organization_id, kind, state, unused_since)
+    total = db.session.scalar(select(func.count()).select_from(_KEYS).where(where))
+    offset = (page - 1) * page_size
+    data: list[Key] = []
+    if offset < total:  # a page past the end asks nothing (nor an offset past 64 bits)
+        query = _KEY.where(where).order_by(*_ORDER).offset(offset).limit(page_size)
+        data = [Key._make(row) for row in db.session.execute(query)]
+    return Page(page, page_size, total, data)
+
+
+def list_keys(
+    caller: Caller,
+    page: int,
+    page_size: int,
+    kind: str | None = None,
+    state: str | None = None,
+    unused_since: datetime | None = None,
+) -> Page:
     """One page, oldest first, ties by identifier: one count and one page query."""
+    if state is not None or unused_since is not None:
+        return _filtered(caller, page, page_size, kind, state, unused_since)
     parameters: dict[str, Any] = {"organization_id": caller.organization_id, "kind": kind}
     ((total,),) = _COUNTS[kind is not None].rows(parameters)
     offset = (page - 1) * page_size
@@ -150,7 +229,16 @@ def list_keys(caller: Caller, page: int, page_size: int, kind: str | None = None
     return Page(page, page_size, total, data)
 
 
-def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tuple[Key, str]:
+def _add_key(
+    organization_id: int,
+    name: str,
+    kind: str,
+    scope_bits: int,
+    actor: str,
+    expires_at: datetime | None = None,
+    created_by: str | None = None,
+) -> tuple[Key, str]:
+    """A new key in the session's transaction, with its key.created event."""
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
     now = utcnow()
     key = ApiKey(
@@ -163,11 +251,36 @@ def _add_key(organization_id: int, name: str, kind: str, scope_bits: int) -> tup
         created=now,
         updated=now,
         last_used=None,
+        expires_at=expires_at,
+        created_by=created_by,
     )
     db.session.add(key)
     db.session.flush()  # its id
     shown = iso(now)
-    return Key(key.id, identifier, name, kind, scope_bits, shown, shown, None), full_key
+    expiry = None if expires_at is None else iso(expires_at)
+    audit.record(
+        "key.created",
+        organization_id=organization_id,
+        actor=actor,
+        target=identifier,
+        details={
+            "name": name,
+            "kind": kind,
+            "scopes": list(to_names(scope_bits)),
+            "expires_at": expiry,
+        },
+    )
+    made = Key(key.id, identifier, name, kind, scope_bits, shown, shown, None, expiry, created_by)
+    return made, full_key
+
+
+def record_use(identifier: str, last_used: datetime | None) -> None:
+    """A key was used now: written on its first use, then at most once per
+    LAST_USED_RESOLUTION seconds, so that reads do not become writes."""
+    resolution = current_app.config["LAST_USED_RESOLUTION"]
+    if last_used is None or seconds_since(last_used) >= resolution:
+        db.session.execute(_RECORD_USE, {"key": identifier, "now": utcnow()})
+        db.session.commit()
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
@@ -175,7 +288,15 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     excess = exceeding(data["scope_bits"], caller.scope_bits)
     if excess:
         raise _scope_exceeds_caller(excess)
-    created = _add_key(caller.organization_id, data["name"], data["kind"], data["scope_bits"])
+    created = _add_key(
+        caller.organization_id,
+        data["name"],
+        data["kind"],
+        data["scope_bits"],
+        actor=audit.actor_of(caller),
+        expires_at=data.get("expires_at"),
+        created_by=caller.identifier,
+    )
     db.session.commit()
     return created
 
@@ -193,32 +314,124 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         raise _scope_exceeds_caller(excess)
     if is_immutable(key.kind) and scope_bits != key.scope_bits:
         raise ApiError(409, "immutable_key", f"The scopes of a {key.kind} key cannot change.")
-    name = data.get("name", key.name)
     # Only what this request changes is written: a rename never writes back the scopes it
     # read, which another request may have narrowed meanwhile, nor a rescope the name.
-    changes = {
-        column: value
-        for column, value in (("name", name), ("scope_bits", scope_bits))
-        if value != getattr(key, column)
-    }
+    changes: dict[str, Any] = {}
+    details: dict[str, list] = {}
+    if data.get("name", key.name) != key.name:
+        changes["name"] = data["name"]
+        details["name"] = [key.name, data["name"]]
+    if scope_bits != key.scope_bits:
+        changes["scope_bits"] = scope_bits
+        details["scopes"] = [list(to_names(key.scope_bits)), list(to_names(scope_bits))]
+    if "expires_at" in data:
+        expiry = None if data["expires_at"] is None else iso(data["expires_at"])
+        if expiry != key.expires_at:
+            changes["expires_at"] = data["expires_at"]
+            details["expires_at"] = [key.expires_at, expiry]
     if changes:
         updated = max(utcnow(), from_iso(key.updated) + TICK)
-        key = key._replace(**changes, updated=iso(updated))
+        shown = {"expires_at": details["expires_at"][1]} if "expires_at" in details else {}
+        key = key._replace(**(changes | shown), updated=iso(updated))
         statement = _UPDATE.values(**changes, updated=updated)
-        updated = db.session.execute(statement, {"key_id": key.id}).rowcount
-        db.session.commit()
-        if not updated:  # deleted by another request since it was read
+        if not db.session.execute(statement, {"key": key.identifier}).rowcount:
+            db.session.rollback()  # deleted by another request since it was read
             raise _not_found()
+        audit.record(
+            "key.updated",
+            organization_id=caller.organization_id,
+            actor=audit.actor_of(caller),
+            target=key.identifier,
+            details=details,
+        )
+        db.session.commit()
     return key
 
 
 def delete_key(caller: Caller, key: Key) -> None:
     """Revoke a key at once and for good."""
     _require_power_over(caller, key)
-    deleted = db.session.execute(delete(ApiKey).where(ApiKey.id == key.id)).rowcount
+    _delete(key)
+    audit.record(
+        "key.deleted",
+        organization_id=caller.organization_id,
+        actor=audit.actor_of(caller),
+        target=key.identifier,
+    )
     db.session.commit()
-    if not deleted:
+
+
+def revoke_leaked(keys: list[str]) -> None:
+    """Delete every key of `keys` that exists, whoever holds it, as reported leaked (holding
+    a key is the right to end it); each one recorded as revoked by a leak report. Nothing
+    says which existed."""
+    for full_key in dict.fromkeys(keys):  # each key once
+        if not keyformat.is_full_key(full_key):
+            continue
+        statement = (
+            delete(ApiKey)
+            .where(ApiKey.digest == keyformat.digest(full_key))
+            .returning(ApiKey.organization_id, ApiKey.identifier)
+        )
+        for organization_id, identifier in db.session.execute(statement):
+            audit.record(
+                "key.revoked",
+                organization_id=organization_id,
+                actor=audit.LEAK_REPORT,
+                target=identifier,
+            )
+    db.session.commit()
+
+
+def _delete(key: Key) -> None:
+    """Delete `key` in the session's transaction; 404 when another request did first."""
+    statement = delete(ApiKey).where(ApiKey.identifier == key.identifier)
+    if not db.session.execute(statement).rowcount:
+        db.session.rollback()
         raise _not_found()
+
+
+def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
+    """A replacement with the key's name, kind and scopes, and the old key's end (deleted
+    now, or expiring after `grace_seconds`), written together or not at all. The old row
+    is written first: a second rotation of the same key waits for this one's lock, then
+    finds it gone (404) or expiring, so a grace-0 rotation never leaves two replacements."""
+    _require_power_over(caller, key)
+    grace = data.get("grace_seconds", 0)
+    if grace == 0:
+        _delete(key)
+    else:
+        until = utcnow() + timedelta(seconds=grace)
+        sooner = case(
+            (and_(_KEYS.c.expires_at.is_not(None), _KEYS.c.expires_at < until), _KEYS.c.expires_at),
+            else_=until,
+        )
+        statement = _UPDATE.values(expires_at=sooner)
+        if not db.session.execute(statement, {"key": key.identifier}).rowcount:
+            db.session.rollback()
+            raise _not_found()
+    actor = audit.actor_of(caller)
+    replacement = _add_key(
+        caller.organization_id,
+        key.name,
+        key.kind,
+        key.scope_bits,
+        actor=actor,
+        expires_at=data.get("expires_at"),
+        created_by=caller.identifier,
+    )
+    audit.record(
+        "key.rotated",
+        organization_id=caller.organization_id,
+        actor=actor,
+        target=key.identifier,
+        details={
+            "replacement": keyformat.shown(replacement[0].identifier),
+            "grace_seconds": grace,
+        },
+    )
+    db.session.commit()
+    return replacement
 
 
 def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]:
@@ -228,7 +441,7 @@ def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]
     try:
         db.session.flush()
         keys = [
-            _add_key(organization.id, key_name, kind, FIXED[kind])
+            _add_key(organization.id, key_name, kind, FIXED[kind], actor=audit.OPERATOR)
             for key_name, kind in STARTING_KEYS
         ]
         db.session.commit()
@@ -245,7 +458,14 @@ def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     )
     if organization_id is None:
         raise OrganizationError(f'no organization is named "{organization_name}"')
-    created = _add_key(organization_id, data["name"], data["kind"], data["scope_bits"])
+    created = _add_key(
+        organization_id,
+        data["name"],
+        data["kind"],
+        data["scope_bits"],
+        actor=audit.OPERATOR,
+        expires_at=data.get("expires_at"),
+    )
     db.session.commit()
     return created
 

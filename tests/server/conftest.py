@@ -159,38 +159,47 @@ def run_flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return completed
 
 
+def launch(run: Path, workers: int = 3, env: dict[str, str] | None = None) -> Server:
+    """Start gunicorn on a fresh, empty database, keeping its files in the folder `run`;
+    the caller stops it and drops its database."""
+    run.mkdir()
+    database = new_database_url(run, "x.sqlite3")
+    server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
+    server_env |= {"DATABASE_URL": database, "PYTHONUNBUFFERED": "1", **(env or {})}
+    if not database.startswith("sqlite"):
+        run_flask(server_env, "db", "upgrade")
+    port = free_port()
+    stdout, stderr = run / "stdout.txt", run / "stderr.txt"
+    command = [str(BIN / "gunicorn"), "--workers", str(workers)]
+    command += ["--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5"]
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [*command, "wsgi:app"],
+            cwd=PROJECT,  # where gunicorn.conf.py is read from
+            env=server_env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+    return Server(process, port, database, server_env, stdout, stderr, workers)
+
+
+def stop(server: Server) -> None:
+    server.stop()
+    drop_database(server.database)
+
+
 @pytest.fixture
 def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
     """Start gunicorn on a fresh, empty database; every server is stopped afterwards."""
     servers: list[Server] = []
 
     def start(workers: int = 3, env: dict[str, str] | None = None) -> Server:
-        run = tmp_path / f"server-{len(servers)}"
-        run.mkdir()
-        database = new_database_url(run, "x.sqlite3")
-        server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-        server_env |= {"DATABASE_URL": database, "PYTHONUNBUFFERED": "1", **(env or {})}
-        if not database.startswith("sqlite"):
-            run_flask(server_env, "db", "upgrade")
-        port = free_port()
-        stdout, stderr = run / "stdout.txt", run / "stderr.txt"
-        command = [str(BIN / "gunicorn"), "--workers", str(workers)]
-        command += ["--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5"]
-        with stdout.open("wb") as out, stderr.open("wb") as err:
-            process = subprocess.Popen(
-                [*command, "wsgi:app"],
-                cwd=PROJECT,  # where gunicorn.conf.py is read from
-                env=server_env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-            )
-        server = Server(process, port, database, server_env, stdout, stderr, workers)
+        server = launch(tmp_path / f"server-{len(servers)}", workers, env)
         servers.append(server)
         server.wait_until_ready(workers)
         return server
 
     yield start
     for server in servers:
-        server.stop()
-        drop_database(server.database)
+        stop(server)

@@ -61,6 +61,10 @@ def basic(key: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{key}:".encode()).decode()}
 
 
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
 @pytest.fixture
 def server(start_server):
     return start_server(workers=2, env=SERVER_ENV)
@@ -89,10 +93,15 @@ def api(server):
     return api
 
 
-def fuzz_operations(api, headers: dict[str, str], modes=tuple(GenerationMode)) -> None:
-    """Every operation, valid then invalid examples, each sent with `headers`."""
+def fuzz_operations(
+    api, headers: dict[str, str], modes=tuple(GenerationMode), paths: set[str] | None = None
+) -> None:
+    """Every operation (or those of `paths`), valid then invalid examples, each sent with
+    `headers`."""
     for result in api.get_all_operations():
         operation = result.ok()
+        if paths is not None and operation.path not in paths:
+            continue
         # An operation with neither parameters nor body has no input to make invalid.
         has_input = bool(operation.body) or any(operation.iter_parameters())
         for mode in modes if has_input else [GenerationMode.POSITIVE]:
@@ -148,6 +157,7 @@ def test_every_operation_with_and_without_a_key(server, api):
     )
     assert narrow.status == 201, narrow.body
     fuzz_operations(api, basic(narrow.json()["key"]), modes=[GenerationMode.POSITIVE])
+    fuzz_operations(api, bearer(key), paths={"/mcp"})  # the MCP server takes Bearer keys only
     workflow(api, basic(key)).run(settings=WORKFLOW_SETTINGS)
     assert_consistent(server, key)
     print(f"fuzzing took {time.monotonic() - started:.1f} s")

@@ -1,6 +1,6 @@
 """The service under real gunicorn workers (contract sections 2, 7 and 8): the first start
-makes one organization however many workers race, a deleted key fails on every worker at
-once, and a killed worker is replaced with the data intact."""
+makes one organization however many workers race, a deleted or expired key fails on every
+worker at once, and a killed worker is replaced with the data intact."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 
@@ -117,3 +118,33 @@ def test_killed_worker_is_replaced_and_the_data_is_still_there(start_server):
     assert names == {"Telemetry", "SDK Integration", "survivor"}
     assert organizations(server) == ["default"]
     assert len(printed_keys(server)) == 2  # the new worker printed no keys
+
+
+def test_a_key_expires_on_every_worker_at_its_instant(start_server):
+    """Expiry set after every worker has seen the key, and a rotation's grace period: both
+    end on every worker at the instant, with 401 expired_key (CONTRACT.md section 9)."""
+    server = start_server(workers=WORKERS)
+    sdk = sdk_key(server)
+    body = {"name": "short-lived", "kind": "custom", "scopes": ["monitor:read"]}
+    made = server.request("POST", "/api/keys", sdk, body).json()["key"]
+    rotated = server.request("POST", "/api/keys", sdk, body).json()["key"]
+    for key in (made, rotated):
+        warm = in_parallel(3 * WORKERS, lambda key=key: server.request("GET", "/api/keys", key))
+        assert {answer.status for answer in warm} == {200}
+    ends = datetime.now(UTC) + timedelta(seconds=2)
+    expiry = {"expires_at": ends.isoformat()}
+    assert server.request("PUT", f"/api/keys/{made}", sdk, expiry).status == 200
+    rotation = server.request("POST", f"/api/keys/{rotated}/rotate", sdk, {"grace_seconds": 2})
+    assert rotation.status == 201, rotation.body
+    replacement = rotation.json()["key"]
+    for key in (made, rotated):
+        during = in_parallel(3 * WORKERS, lambda key=key: server.request("GET", "/api/keys", key))
+        assert {answer.status for answer in during} == {200}
+    time.sleep(max(0.0, (ends - datetime.now(UTC)).total_seconds()) + 0.5)
+    for key in (made, rotated):
+        after = in_parallel(3 * WORKERS, lambda key=key: server.request("GET", "/api/keys", key))
+        after += [server.request("GET", "/api/keys", key) for _ in range(2 * WORKERS)]
+        assert [answer.status for answer in after] == [401] * (5 * WORKERS)
+        assert {answer.json()["code"] for answer in after} == {"expired_key"}
+    answers = in_parallel(3 * WORKERS, lambda: server.request("GET", "/api/keys", replacement))
+    assert {answer.status for answer in answers} == {200}

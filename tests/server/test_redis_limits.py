@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
 
 from tests.server.conftest import free_port
 from tests.server.test_access_log import raw_request
-from tests.server.test_gunicorn import sdk_key
+from tests.server.test_gunicorn import in_parallel, sdk_key
+from tests.server.test_hostile_bytes import UNREADABLE, request_bytes, send, status_of
 
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "")
 needs_redis = pytest.mark.skipif(
@@ -98,3 +100,37 @@ def test_an_unreachable_redis_leaves_the_service_serving_with_limits_in_memory(s
         assert answer.status == 200, answer.body
     assert_rate_limited(server.request("GET", "/api/keys", key))
     assert "falling back to in-memory storage" in server.output()
+
+
+@needs_redis
+def test_hostile_requests_leave_the_per_key_count_shared_in_redis(start_server, redis_prefix):
+    """Requests whose Authorization cannot be read, a non-ASCII Basic among them, used to
+    switch a worker to counting in its own memory; after them, two workers still share
+    one count in Redis."""
+    workers = 2
+    env = limits_env(TEST_REDIS_URL, redis_prefix) | {
+        "RATELIMIT_AUTH_FAILURES": "1000/minute",
+        "TRUSTED_PROXIES": "1",
+    }
+    server = start_server(workers=workers, env=env)
+    key = sdk_key(server)  # one request of the allowance
+    hostile = [
+        request_bytes(method, b"/api/keys", b"", headers, b"")
+        for method in (b"GET", b"POST")
+        for value in UNREADABLE
+        for headers in (
+            {b"Authorization": value},
+            {b"Authorization": value, b"X-Forwarded-For": b"\xff" * 200},
+            {b"Authorization": value, b"Content-Type": b"\xfe\x00"},
+        )
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda request: send(server.port, request), hostile))
+    assert {status_of(answer) for answer in answers} <= {400, 401}, answers
+    seen = in_parallel(PER_KEY - 1, lambda: server.request("GET", "/api/keys", key))
+    assert [answer.status for answer in seen] == [200] * (PER_KEY - 1)
+    refused = in_parallel(2 * workers, lambda: server.request("GET", "/api/keys", key))
+    for answer in refused:
+        assert_rate_limited(answer)
+    output = server.output()
+    assert "falling back" not in output and "Traceback" not in output, output[-3000:]

@@ -1,0 +1,73 @@
+"""What GET /api/audit and the export accept and show."""
+
+from __future__ import annotations
+
+from marshmallow import Schema, ValidationError, fields, post_load, validate
+
+from app import keyformat
+from app.audit import ACTIONS
+from app.keys.schemas import PageArguments, Timestamp
+from app.timestamps import iso
+
+
+def _key_reference(value: str) -> None:
+    if not keyformat.is_identifier(value.removesuffix(keyformat.SHOWN_SUFFIX)):
+        raise ValidationError("Must be a key's identifier or its shown form <identifier>....")
+
+
+class EventArguments(PageArguments):
+    # The events whose target is this key: its identifier or shown form.
+    key = fields.String(validate=_key_reference)
+    action = fields.String(validate=validate.OneOf(ACTIONS, error="Must be one of: {choices}."))
+    # Events at or after this time.
+    since = Timestamp()
+
+    @post_load
+    def shown_target(self, data: dict, **kwargs) -> dict:
+        if "key" in data:
+            identifier = data.pop("key").removesuffix(keyformat.SHOWN_SUFFIX)
+            data["target"] = keyformat.shown(identifier)
+        return data
+
+
+class Event(Schema):
+    id = fields.Integer()
+    at = fields.Function(lambda event: iso(event.at))
+    action = fields.String()
+    actor = fields.String()
+    target = fields.String()
+    client_address = fields.String(allow_none=True)
+    details = fields.Dict()
+
+
+class EventPage(Schema):
+    page = fields.Integer()
+    page_size = fields.Integer()
+    total_count = fields.Integer()
+    data = fields.List(fields.Nested(Event))
+
+
+# What the document says of the fields beyond their marshmallow type.
+EVENT_FIELDS = {
+    "at": {"type": "string", "format": "date-time"},
+    "action": {"type": "string", "enum": list(ACTIONS)},
+    "actor": {
+        "type": "string",
+        "description": "`<identifier>...` of the acting key, `operator` or `leak-report`.",
+    },
+    "target": {"type": "string", "description": "`<identifier>...` of the key acted on."},
+    "client_address": {
+        "type": ["string", "null"],
+        "description": "The client's address as the abuse limits see it; null for the CLI.",
+    },
+    "details": {
+        "type": "object",
+        "description": "key.created: name, kind, scopes, expires_at; key.updated: each "
+        "changed field as [before, after]; key.rotated: replacement and grace_seconds; "
+        "otherwise {}.",
+    },
+}
+
+event_arguments = EventArguments()
+event = Event()
+event_page = EventPage()

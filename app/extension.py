@@ -1,0 +1,182 @@
+"""The keys in another Flask application: `ApiKeys` (the init_app pattern: its state lives
+in app.extensions, nothing on the extension object), the `require_scopes(*scopes)` view
+decorator and the `current_key` proxy. README.md, "Protecting your own Flask views".
+
+Two ways, chosen by `init_app`:
+- embedded: the application is the service's own (create_app(), with the host's
+  blueprints registered on it): the same process and database. A key is authenticated
+  exactly as the API does it (limits, expiry, `last_used`): app/auth.py.
+- remote: any Flask application, against a running service, given `introspect_url` and a
+  managing `key` of the same organization: each presented key is checked with POST
+  /api/introspect, and the answer kept for `cache_seconds` (default 10) in a cache of at
+  most `cache_size` keys (default 1024). That is its staleness: a key deleted, expired or
+  rescoped in the service may be taken as it was for up to `cache_seconds` more.
+
+Refusals are the service's, in its problem shape: 401 `unauthorized` (with the Basic
+challenge), 403 `forbidden` naming the missing scopes, and 503 `unavailable` in the remote
+way when the service does not answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib import error, parse
+from urllib import request as http
+
+from flask import Flask, current_app, g, request
+from werkzeug.local import LocalProxy
+
+from app import auth, credentials, errors
+from app.errors import RETRY_SHORTLY, ApiError
+from app.scopes import SCOPES, to_bits, to_names
+
+EXTENSION = "api_keys"
+
+
+@dataclass(frozen=True)
+class CheckedKey:
+    """The key that authenticated the current request, as a view sees it."""
+
+    identifier: str
+    kind: str
+    scopes: tuple[str, ...]
+
+
+# The current request's key, inside a view decorated with require_scopes.
+current_key: CheckedKey = LocalProxy(lambda: g.api_key)  # type: ignore[assignment]
+
+
+class ApiKeys:
+    """`ApiKeys(app)` embedded; `ApiKeys(app, introspect_url=..., key=...)` remote."""
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        introspect_url: str | None = None,
+        key: str | None = None,
+        cache_seconds: float = 10.0,
+        cache_size: int = 1024,
+        timeout: float = 5.0,
+    ) -> None:
+        self.introspect_url = introspect_url
+        self.key = key
+        self.cache_seconds = cache_seconds
+        self.cache_size = cache_size
+        self.timeout = timeout
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        if self.introspect_url is None:
+            if "limits" not in app.extensions:
+                raise RuntimeError(
+                    "ApiKeys(app) without introspect_url needs the service's own "
+                    "application (create_app()); elsewhere give introspect_url and key."
+                )
+            app.extensions[EXTENSION] = _Embedded()
+            return
+        if not self.key:
+            raise ValueError("a remote ApiKeys needs the managing key it introspects with")
+        if not self.introspect_url.startswith(("http://", "https://")):
+            raise ValueError("introspect_url must be an http:// or https:// URL")
+        app.extensions[EXTENSION] = _Remote(
+            self.introspect_url, self.key, self.cache_seconds, self.cache_size, self.timeout
+        )
+        app.register_error_handler(ApiError, _problem)
+
+
+def require_scopes(*scopes: str) -> Callable:
+    """A view that needs a key holding every one of `scopes` (none: any valid key)."""
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown:
+        raise ValueError(f"unknown scopes: {', '.join(unknown)}")
+    required = to_bits(scopes)
+
+    def decorator(view: Callable) -> Callable:
+        @functools.wraps(view)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            key = current_app.extensions[EXTENSION].check()
+            auth.require_held(required, to_bits(key.scopes))
+            g.api_key = key
+            return view(*args, **kwargs)
+
+        return checked
+
+    return decorator
+
+
+def _problem(error: ApiError):
+    return errors.problem(errors.refusal_document(error), error.headers)
+
+
+class _Embedded:
+    """The service's own authentication, in its own application."""
+
+    def check(self) -> CheckedKey:
+        caller = auth.authenticate()
+        return CheckedKey(caller.identifier, caller.kind, to_names(caller.scope_bits))
+
+
+class _Remote:
+    """POST /api/introspect of a running service, its answers cached briefly."""
+
+    def __init__(
+        self, url: str, key: str, cache_seconds: float, cache_size: int, timeout: float
+    ) -> None:
+        self.url = url
+        self.key = key
+        self.cache_seconds = cache_seconds
+        self.cache_size = cache_size
+        self.timeout = timeout
+        # digest of the presented key -> (when the answer goes stale, the key or None)
+        self.cache: OrderedDict[bytes, tuple[float, CheckedKey | None]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def check(self) -> CheckedKey:
+        presented = credentials.presented(request.headers.get("Authorization"))
+        if presented is None:
+            raise auth.unauthorized()
+        digest = hashlib.sha256(presented.key.encode("ascii")).digest()
+        now = time.monotonic()
+        with self.lock:
+            cached = self.cache.get(digest)
+        if cached is None or cached[0] <= now:
+            cached = (now + self.cache_seconds, self._introspect(presented.key))
+            with self.lock:
+                self.cache[digest] = cached
+                self.cache.move_to_end(digest)
+                while len(self.cache) > self.cache_size:
+                    self.cache.popitem(last=False)
+        if cached[1] is None:
+            raise auth.unauthorized()
+        return cached[1]
+
+    def _introspect(self, token: str) -> CheckedKey | None:
+        body = parse.urlencode({"token": token}).encode("ascii")
+        asking = http.Request(self.url, data=body, method="POST")  # noqa: S310 (http(s), init_app)
+        asking.add_header("Authorization", "Bearer " + self.key)
+        asking.add_header("Content-Type", "application/x-www-form-urlencoded")
+        try:
+            # The URL's scheme is http or https: init_app refuses any other.
+            with http.urlopen(asking, timeout=self.timeout) as answer:  # noqa: S310  # nosec B310
+                facts = json.load(answer)
+        except (error.URLError, OSError, ValueError) as failure:
+            current_app.logger.warning("The API Keys Service did not answer: %s", failure)
+            raise ApiError(
+                503,
+                "unavailable",
+                "The API Keys Service does not answer; retry shortly.",
+                headers=[RETRY_SHORTLY],
+            ) from None
+        if not facts.get("active"):
+            return None
+        return CheckedKey(facts["client_id"], facts["kind"], tuple(facts["scope"].split()))

@@ -1,0 +1,2 @@
+"""The MCP server: POST /mcp (views.py), the SDK's server made lazily per worker (server.py)
+and its tools, twins of the REST operations (tools.py)."""

@@ -1,0 +1,213 @@
+"""The MCP server's tools (CONTRACT.md section 13). Each is the twin of the REST operation of
+the same name: it loads its arguments with the same marshmallow schemas, calls the same
+service function and answers the same body, so that no rule exists twice. Its input and
+output schemas are that operation's in the OpenAPI document, which the same schemas
+generate (app/openapi.py): the same enums and bounds, never retyped.
+
+Nothing here imports the MCP SDK (app/mcp/server.py does) or knows SQL.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import current_app
+from marshmallow import EXCLUDE, ValidationError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+from app import errors
+from app.credentials import Caller
+from app.keys import schemas, service
+
+# A tool names its key `key`, where the REST path names it `reference`.
+KEY = "key"
+REFERENCE = "reference"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as tools/list shows it, and what tools/call runs."""
+
+    name: str  # also the operationId of its REST twin
+    title: str
+    description: str
+    call: Callable[[Caller, dict[str, Any]], dict | None]  # the REST body (None: no body)
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+
+def _reference(arguments: dict[str, Any]) -> str:
+    """The key the arguments name (422 when they name none)."""
+    return schemas.key_reference.load(arguments, unknown=EXCLUDE)[KEY]
+
+
+def list_keys(caller: Caller, arguments: dict[str, Any]) -> dict:
+    return schemas.dump_page(service.list_keys(caller, **schemas.list_arguments.load(arguments)))
+
+
+def get_key(caller: Caller, arguments: dict[str, Any]) -> dict:
+    reference = schemas.key_reference.load(arguments)[KEY]  # and nothing else
+    return schemas.dump_key(service.find_key(caller, reference))
+
+
+def create_key(caller: Caller, arguments: dict[str, Any]) -> dict:
+    key, full_key = service.create_key(caller, schemas.create_key.load(arguments))
+    return schemas.created_key(key, full_key)
+
+
+def update_key(caller: Caller, arguments: dict[str, Any]) -> dict:
+    key = service.find_key(caller, _reference(arguments))
+    data = schemas.update_key.load(arguments)  # `key` is read-only there: ignored
+    return schemas.dump_key(service.update_key(caller, key, data))
+
+
+def rotate_key(caller: Caller, arguments: dict[str, Any]) -> dict:
+    key = service.find_key(caller, _reference(arguments))
+    data = schemas.rotate_key.load({k: v for k, v in arguments.items() if k != KEY})
+    return schemas.created_key(*service.rotate_key(caller, key, data))
+
+
+def delete_key(caller: Caller, arguments: dict[str, Any]) -> None:
+    reference = schemas.key_reference.load(arguments)[KEY]
+    service.delete_key(caller, service.find_key(caller, reference))
+
+
+TOOLS = (
+    Tool(
+        "list_keys",
+        "List API keys",
+        "The keys of your organization, oldest first, one page at a time (page, page_size), "
+        "optionally of one kind, one state (active or expired), or unused since a time "
+        "(never used, or last used before it). Keys are shown as `<identifier>...`, never "
+        "in full.",
+        list_keys,
+        read_only=True,
+        idempotent=True,
+    ),
+    Tool(
+        "get_key",
+        "Get an API key",
+        "One key of your organization, named by its identifier, its shown form "
+        "`<identifier>...` or its full value.",
+        get_key,
+        read_only=True,
+        idempotent=True,
+    ),
+    Tool(
+        "create_key",
+        "Create an API key",
+        "A new key in your organization, optionally expiring at `expires_at`. The answer "
+        "carries the full key, once: it is never shown again, and it stays in this "
+        "conversation, so prefer a `custom` key with only the scopes its user needs and an "
+        "expiry.",
+        create_key,
+    ),
+    Tool(
+        "update_key",
+        "Update an API key",
+        "Rename, rescope or set the expiry of a key (`name`, `scopes`, `expires_at`: at "
+        "least one; `expires_at` null: never). The scopes of telemetry and sdk_integration "
+        "keys are fixed.",
+        update_key,
+        idempotent=True,
+    ),
+    Tool(
+        "rotate_key",
+        "Rotate an API key",
+        "Replace a key with a new one of the same name, kind and scopes. The old key stops "
+        "at once (`grace_seconds` 0, the default) or after `grace_seconds`, so its users "
+        "can switch. The answer carries the new full key, once, and it stays in this "
+        "conversation.",
+        rotate_key,
+        destructive=True,
+    ),
+    Tool(
+        "delete_key",
+        "Delete an API key",
+        "Revoke a key at once and for good: it no longer authenticates anything.",
+        delete_key,
+        destructive=True,
+        idempotent=True,
+    ),
+)
+
+DELETED = "Deleted: the key no longer authenticates anything."
+
+
+def refusal(error: Exception) -> HTTPException | ValidationError:
+    """The refusal the REST twin answers `error` with: the error itself when raised as a
+    refusal, 503 when the database does not answer, else a fault of the service (500,
+    logged as the REST answer's is)."""
+    if isinstance(error, OperationalError | PoolTimeout):
+        error = errors.database_unavailable(error) or error
+    if isinstance(error, HTTPException | ValidationError):
+        return error
+    current_app.logger.error("An MCP tool call failed", exc_info=error)
+    return InternalServerError()
+
+
+# Their schemas, from the OpenAPI document.
+
+
+def _operations(document: dict) -> dict[str, tuple[dict, list[dict]]]:
+    """Each operation by its operationId, with the parameters of its path."""
+    return {
+        operation["operationId"]: (operation, path_item.get("parameters", []))
+        for path_item in document["paths"].values()
+        for operation in path_item.values()
+        if isinstance(operation, dict) and "operationId" in operation
+    }
+
+
+def _inlined(schema: Any, components: dict[str, dict]) -> Any:
+    """`schema` with every `#/components/schemas/...` reference replaced by its schema: a
+    tool's schema stands alone."""
+    if isinstance(schema, dict):
+        reference = schema.get("$ref", "")
+        if reference.startswith("#/components/schemas/"):
+            return _inlined(components[reference.rpartition("/")[2]], components)
+        return {name: _inlined(value, components) for name, value in schema.items()}
+    if isinstance(schema, list):
+        return [_inlined(value, components) for value in schema]
+    return schema
+
+
+def input_schema(document: dict, name: str) -> dict:
+    """The REST operation's parameters and body as one object: the path's `reference` as
+    `key`; the body's read-only fields left out (they are ignored)."""
+    components = document["components"]["schemas"]
+    operation, path_parameters = _operations(document)[name]
+    schema: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
+    for parameter in [*path_parameters, *operation.get("parameters", [])]:
+        field = KEY if parameter["name"] == REFERENCE else parameter["name"]
+        described = {"description": parameter["description"]} if "description" in parameter else {}
+        schema["properties"][field] = {**parameter["schema"], **described}
+        if parameter.get("required"):
+            schema["required"].append(field)
+    if "requestBody" in operation:
+        body = _inlined(
+            operation["requestBody"]["content"]["application/json"]["schema"], components
+        )
+        for field, value in body["properties"].items():
+            if field not in schemas.READ_ONLY:
+                schema["properties"][field] = value
+        schema["required"] += body.get("required", [])
+        schema |= {k: v for k, v in body.items() if k in ("allOf", "anyOf", "oneOf")}
+    schema["additionalProperties"] = False
+    return copy.deepcopy(schema)
+
+
+def output_schema(document: dict, name: str) -> dict | None:
+    """The schema of the REST operation's success body; None when it has none (delete)."""
+    operation, _ = _operations(document)[name]
+    success = next(answer for status, answer in operation["responses"].items() if status[0] == "2")
+    content = success.get("content", {}).get("application/json")
+    if content is None:
+        return None
+    return copy.deepcopy(_inlined(content["schema"], document["components"]["schemas"]))

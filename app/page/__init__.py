@@ -1,0 +1,68 @@
+"""GET /: the page where a person manages their organization's keys with nothing but a key.
+
+The page is the project's own HTML, JavaScript and CSS, served from here with no build
+step and nothing from another origin. Its script calls the public REST API (/api/keys)
+with the key the person pastes, as any client does: every rule stays in the API.
+The kinds, their fixed scopes, the length of a key's secret tail and the longest grace
+period of a rotation come from app/scopes.py, app/keyformat.py and app/keys/schemas.py,
+written into the HTML when it is served.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, render_template, request
+
+from app import keyformat
+from app.keys.schemas import MAX_GRACE_SECONDS
+from app.scopes import FIXED, KINDS, to_names
+
+bp = Blueprint(
+    "page",
+    __name__,
+    static_folder="static",
+    static_url_path="/page",
+    template_folder="templates",
+)
+
+# Scripts, styles and requests of this origin only; nothing inline, no eval, no HTML
+# written from strings (Trusted Types), no framing, no native form submission (a form
+# that JavaScript did not handle must not put what it holds in a URL).
+POLICY = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+        "require-trusted-types-for 'script'",
+        "trusted-types 'none'",
+    )
+)
+# Revalidated on every use (with an ETag or Last-Modified): a new version shows at once.
+REVALIDATE = "no-cache"
+
+
+@bp.after_request
+def headers(response: Response) -> Response:
+    """The page and its files: never sniffed, never framed, no Referer sent from them."""
+    response.headers["Content-Security-Policy"] = POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers.setdefault("Cache-Control", REVALIDATE)
+    return response
+
+
+@bp.get("/")
+def page() -> Response:
+    body = render_template(
+        "page.html",
+        kinds=[(kind, to_names(FIXED[kind]) if kind in FIXED else None) for kind in KINDS],
+        tail_length=keyformat.TAIL_LENGTH,
+        max_grace=MAX_GRACE_SECONDS,
+    )
+    response = current_app.response_class(body, mimetype="text/html")
+    response.add_etag()
+    return response.make_conditional(request)

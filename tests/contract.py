@@ -1,0 +1,14 @@
+"""What CONTRACT.md fixes and many tests check: the fields of a key object, in its order."""
+
+KEY_FIELDS = (
+    "key",
+    "name",
+    "kind",
+    "scopes",
+    "immutable",
+    "last_used",
+    "created",
+    "updated",
+    "expires_at",
+    "created_by",
+)

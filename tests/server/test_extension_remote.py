@@ -1,0 +1,74 @@
+"""The Flask extension remote (app/extension.py): examples/monitors.py's views in a Flask
+application of their own, checking keys with POST /api/introspect of a real gunicorn,
+each answer kept cache_seconds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.keyformat import identifier_of
+from examples import monitors
+from tests.server.conftest import free_port
+from tests.server.test_gunicorn import sdk_key
+
+CACHE_SECONDS = 1.0
+
+
+@pytest.fixture
+def service(start_server):
+    return start_server(workers=2)
+
+
+@pytest.fixture
+def host(service):
+    url = f"http://127.0.0.1:{service.port}"
+    app = monitors.remote(url, sdk_key(service), cache_seconds=CACHE_SECONDS)
+    return app.test_client()
+
+
+def make(service, scopes) -> str:
+    body = {"name": "monitor reader", "kind": "custom", "scopes": list(scopes)}
+    return service.request("POST", "/api/keys", sdk_key(service), body).json()["key"]
+
+
+def test_keys_are_checked_by_the_service(service, host):
+    reader = make(service, ["monitor:read"])
+    allowed = host.get("/monitors", auth=(reader, ""))
+    assert allowed.status_code == 200
+    assert allowed.json["seen_by"] == identifier_of(reader)
+    refused = host.post("/monitors", json={"url": "x"}, auth=(reader, ""))
+    assert (refused.status_code, refused.json["code"]) == (403, "forbidden")
+    assert refused.mimetype == "application/problem+json"
+    for authorization in (None, "Bearer ak_not_a_key", "Basic !!"):
+        headers = {"Authorization": authorization} if authorization else {}
+        answer = host.get("/monitors", headers=headers)
+        assert (answer.status_code, answer.json["code"]) == (401, "unauthorized")
+        assert answer.headers["WWW-Authenticate"] == 'Basic realm="api"'
+
+
+def test_a_deleted_key_works_at_most_cache_seconds_longer(service, host):
+    reader = make(service, ["monitor:read"])
+    assert host.get("/monitors", auth=(reader, "")).status_code == 200
+    assert service.request("DELETE", f"/api/keys/{reader}", sdk_key(service)).status == 204
+    assert host.get("/monitors", auth=(reader, "")).status_code == 200  # the cached answer
+    time.sleep(CACHE_SECONDS + 0.2)
+    assert host.get("/monitors", auth=(reader, "")).status_code == 401
+
+
+def test_the_cache_holds_at_most_cache_size_keys(service):
+    url = f"http://127.0.0.1:{service.port}"
+    app = monitors.remote(url, sdk_key(service))
+    app.extensions["api_keys"].cache_size = 2
+    client = app.test_client()
+    for key in [make(service, ["monitor:read"]) for _ in range(4)]:
+        assert client.get("/monitors", auth=(key, "")).status_code == 200
+    assert len(app.extensions["api_keys"].cache) == 2
+
+
+def test_a_service_that_does_not_answer_is_503(org):
+    host = monitors.remote(f"http://127.0.0.1:{free_port()}", org.sdk).test_client()
+    answer = host.get("/monitors", auth=(org.sdk, ""))
+    assert (answer.status_code, answer.json["code"]) == (503, "unavailable")
+    assert answer.headers["Retry-After"] == "1"

@@ -1,0 +1,335 @@
+"""The MCP server (CONTRACT.md section 13) under real gunicorn workers, driven by the
+official `mcp` client: the handshake (every version the SDK serves) and server/discover
+(the 2026-07-28 version the client's default mode negotiates), every tool and every
+refusal, the authentication rules as the client meets them, 405 for GET and DELETE, a
+deleted key refused by every worker at once, both workers serving, no key in any log, and
+a worker that serves only REST paying nothing for the SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+)
+
+from app import keyformat
+from app.scopes import SCOPES
+from tests.server.conftest import REQUEST_TIMEOUT
+from tests.server.test_gunicorn import in_parallel, printed_keys, sdk_key
+from tests.server.test_secrets_in_logs import secrets_of
+
+WORKERS = 2
+# mode= of the official client -> the protocol version it ends up speaking.
+MODES = {"legacy": LATEST_HANDSHAKE_VERSION, "auto": LATEST_MODERN_VERSION}
+TOOLS = ["list_keys", "get_key", "create_key", "update_key", "rotate_key", "delete_key"]
+
+
+@pytest.fixture
+def server(start_server):
+    return start_server(workers=WORKERS)
+
+
+@asynccontextmanager
+async def connected(
+    server, headers: dict[str, str], mode: str = "auto", seen: list | None = None
+) -> AsyncIterator[Client]:
+    """The official client on /mcp, sending `headers` with every request; the HTTP answers
+    it gets are appended to `seen`."""
+
+    async def remember(response: httpx2.Response) -> None:
+        await response.aread()
+        seen.append(response)
+
+    hooks = {"response": [remember]} if seen is not None else {}
+    async with httpx2.AsyncClient(
+        headers=headers, timeout=REQUEST_TIMEOUT, event_hooks=hooks
+    ) as http:
+        transport = streamable_http_client(f"http://127.0.0.1:{server.port}/mcp", http_client=http)
+        async with Client(transport, mode=mode) as client:
+            yield client
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def post(server, key: str | None, message: dict, version: str | None = None):
+    """One JSON-RPC message on a new connection (any worker may answer): status, headers,
+    body."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    headers |= bearer(key) if key else {}
+    if version:
+        headers["MCP-Protocol-Version"] = version
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=REQUEST_TIMEOUT)
+    try:
+        connection.request("POST", "/mcp", body=json.dumps(message), headers=headers)
+        answer = connection.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read()
+    finally:
+        connection.close()
+
+
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+# The protocol: every version the SDK serves.
+
+
+def test_every_handshake_version_is_negotiated(server):
+    sdk = sdk_key(server)
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}}
+        params["clientInfo"]["version"] = "1"
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+        status, _, body = post(server, sdk, initialize)
+        assert status == 200, body
+        assert json.loads(body)["result"]["protocolVersion"] == version
+        status, _, body = post(server, sdk, TOOLS_LIST, version=version)
+        assert status == 200, body
+        assert [tool["name"] for tool in json.loads(body)["result"]["tools"]] == TOOLS
+
+
+async def every_tool(server, sdk: str, telemetry: str, mode: str) -> None:
+    async with connected(server, bearer(sdk), mode) as client:
+        assert client.session.protocol_version == MODES[mode]
+        tools = await client.list_tools()
+        assert [tool.name for tool in tools.tools] == TOOLS
+
+        arguments = {"name": f"agent ({mode})", "kind": "custom", "scopes": ["site:read"]}
+        arguments["expires_at"] = "2999-01-01T00:00:00Z"
+        created = await client.call_tool("create_key", arguments)
+        assert not created.is_error
+        full_key = created.structured_content["key"]
+        assert keyformat.is_full_key(full_key)
+        shown = keyformat.shown(keyformat.identifier_of(full_key))
+        rest = server.request("GET", f"/api/keys/{shown}", full_key)  # the new key works
+        assert rest.status == 200
+
+        got = await client.call_tool("get_key", {"key": shown})
+        assert got.structured_content == rest.json()
+        page = await client.call_tool("list_keys", {"page_size": 200, "kind": "custom"})
+        listed = server.request("GET", "/api/keys?page_size=200&kind=custom", sdk).json()
+        assert page.structured_content == listed
+        updated = await client.call_tool("update_key", {"key": shown, "name": "renamed"})
+        assert updated.structured_content["name"] == "renamed"
+        assert server.request("GET", f"/api/keys/{shown}", sdk).json()["name"] == "renamed"
+        expired = await client.call_tool("list_keys", {"state": "expired"})
+        assert expired.structured_content["total_count"] == 0
+
+        rotated = await client.call_tool("rotate_key", {"key": shown, "grace_seconds": 0})
+        assert not rotated.is_error
+        assert server.request("GET", "/api/keys", full_key).status == 401  # gone at once
+        full_key = rotated.structured_content["key"]
+        assert (rotated.structured_content["name"], rotated.structured_content["expires_at"]) == (
+            "renamed",
+            None,
+        )
+        assert server.request("GET", "/api/keys", full_key).status == 200
+        shown = keyformat.shown(keyformat.identifier_of(full_key))
+
+        # Refusals: isError, with the REST twin's problem body, code included.
+        refusals = {
+            "not_found": ("get_key", {"key": "ak_unknown"}, "GET", "/api/keys/ak_unknown", None),
+            "immutable_key": (
+                "update_key",
+                {"key": telemetry, "scopes": list(SCOPES)},
+                "PUT",
+                f"/api/keys/{telemetry}",
+                {"scopes": list(SCOPES)},
+            ),
+            "validation_error": (
+                "create_key",
+                {"name": "", "kind": "custom", "scopes": ["nope"]},
+                "POST",
+                "/api/keys",
+                {"name": "", "kind": "custom", "scopes": ["nope"]},
+            ),
+        }
+        refusals["validation_error (rotate)"] = (
+            "rotate_key",
+            {"key": shown, "grace_seconds": -1},
+            "POST",
+            f"/api/keys/{shown}/rotate",
+            {"grace_seconds": -1},
+        )
+        for case, (tool, arguments, method, path, body) in refusals.items():
+            code = case.partition(" ")[0]
+            refused = await client.call_tool(tool, arguments)
+            assert refused.is_error, tool
+            assert refused.structured_content["code"] == code
+            assert refused.structured_content == server.request(method, path, sdk, body).json()
+        listing = await client.call_tool("list_keys", {"page_size": 0})
+        assert (listing.is_error, listing.structured_content["code"]) == (True, "validation_error")
+
+        deleted = await client.call_tool("delete_key", {"key": shown})
+        assert not deleted.is_error
+        assert server.request("GET", "/api/keys", full_key).status == 401
+        again = await client.call_tool("delete_key", {"key": shown})
+        assert (again.is_error, again.structured_content["code"]) == (True, "not_found")
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_every_tool_and_refusal_with_the_official_client(server, mode):
+    sdk = sdk_key(server)
+    telemetry = next(key for key in printed_keys(server) if key != sdk)
+    asyncio.run(every_tool(server, sdk, telemetry, mode))
+
+
+# Authentication, as the official client meets it.
+
+
+async def refused_connection(server, headers: dict[str, str]) -> httpx2.Response:
+    """The first answer the client got, trying to connect with `headers`."""
+    seen: list[httpx2.Response] = []
+    with pytest.raises((MCPError, ExceptionGroup)):
+        async with connected(server, headers, seen=seen) as client:
+            await client.list_tools()
+    return seen[0]
+
+
+def test_the_authentication_rules_as_the_official_client_meets_them(server):
+    sdk = sdk_key(server)
+    telemetry = next(key for key in printed_keys(server) if key != sdk)
+    custom = server.request(
+        "POST", "/api/keys", sdk, {"name": "all", "kind": "custom", "scopes": list(SCOPES)}
+    ).json()["key"]
+    unauthorized = {
+        "no key": {},
+        "an unknown key": bearer(keyformat.new_key("ak_")[1]),
+        "a malformed key": bearer(sdk[:-1]),
+        "the sdk key as Basic credentials": {
+            "Authorization": "Basic " + base64.b64encode(f"{sdk}:".encode()).decode()
+        },
+    }
+    for case, headers in unauthorized.items():
+        answer = asyncio.run(refused_connection(server, headers))
+        assert answer.status_code == 401, case
+        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mcp"', case
+        assert answer.headers["Content-Type"] == "application/problem+json", case
+        assert answer.json()["code"] == "unauthorized", case
+    for case, key in {"telemetry": telemetry, "custom, every scope": custom}.items():
+        answer = asyncio.run(refused_connection(server, bearer(key)))
+        assert answer.status_code == 403, case
+        assert answer.headers["Content-Type"] == "application/problem+json", case
+        assert answer.json()["code"] == "forbidden", case
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_get_and_delete_are_405_before_the_sdk(server, method):
+    answer = server.request(method, "/mcp")
+    assert answer.status == 405
+    assert answer.headers["Allow"] == "POST"
+    assert answer.headers["Content-Type"] == "application/problem+json"
+    assert answer.json()["code"] == "method_not_allowed"
+
+
+# Several workers.
+
+
+def test_a_deleted_key_fails_on_its_next_call_on_every_worker(server):
+    sdk = sdk_key(server)
+
+    async def create() -> str:
+        async with connected(server, bearer(sdk)) as client:
+            made = await client.call_tool("create_key", {"name": "d", "kind": "sdk_integration"})
+            return made.structured_content["key"]
+
+    doomed = asyncio.run(create())
+    warm = in_parallel(4 * WORKERS, lambda: post(server, doomed, TOOLS_LIST))
+    assert [status for status, _, _ in warm] == [200] * (4 * WORKERS)
+
+    async def delete() -> None:
+        async with connected(server, bearer(sdk)) as client:
+            deleted = await client.call_tool("delete_key", {"key": doomed})
+            assert not deleted.is_error
+
+    asyncio.run(delete())
+    after = in_parallel(4 * WORKERS, lambda: post(server, doomed, TOOLS_LIST))
+    assert [status for status, _, _ in after] == [401] * (4 * WORKERS)
+    assert all(headers["WWW-Authenticate"] == 'Bearer realm="mcp"' for _, headers, _ in after)
+
+
+def runs_the_sdk(pid: int) -> bool:
+    """Whether the worker has loaded the SDK: pydantic-core's native library, which only
+    the SDK brings, is mapped in its memory."""
+    return "pydantic_core" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_each_worker_serves_mcp_and_only_then_loads_the_sdk(server):
+    sdk = sdk_key(server)
+    workers = server.worker_pids()
+    assert len(workers) == WORKERS
+    assert not any(runs_the_sdk(pid) for pid in workers)  # only REST so far
+    for _ in range(20):  # until every worker has served /mcp
+        answers = in_parallel(4 * WORKERS, lambda: post(server, sdk, TOOLS_LIST))
+        assert {status for status, _, _ in answers} == {200}
+        if all(runs_the_sdk(pid) for pid in workers):
+            break
+    assert all(runs_the_sdk(pid) for pid in workers)
+
+
+def peak_rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
+def test_a_worker_that_serves_only_rest_pays_nothing_for_mcp(start_server):
+    """Peak RSS of a worker after the same REST requests, /mcp mounted and not: within 5%."""
+    peaks = {}
+    for enabled in ("true", "false"):
+        server = start_server(workers=1, env={"MCP_ENABLED": enabled})
+        sdk = sdk_key(server)
+        for _ in range(50):
+            assert server.request("GET", "/api/keys", sdk).status == 200
+        assert server.request("GET", "/mcp", sdk).status == (405 if enabled == "true" else 404)
+        [worker] = server.worker_pids()
+        peaks[enabled] = peak_rss_kib(worker)
+        server.stop()
+    assert peaks["true"] <= peaks["false"] * 1.05, peaks
+
+
+# Logs.
+
+
+def test_no_secret_of_a_key_in_any_log_of_mcp_traffic(start_server):
+    server = start_server(workers=1, env={"GUNICORN_CMD_ARGS": "--log-level debug"})
+    sdk = sdk_key(server)
+    unknown = keyformat.new_key("ak_")[1]
+
+    async def traffic() -> list[str]:
+        async with connected(server, bearer(sdk)) as client:
+            made = await client.call_tool(
+                "create_key", {"name": "logged", "kind": "custom", "scopes": ["site:read"]}
+            )
+            key = made.structured_content["key"]
+            await client.call_tool("get_key", {"key": key})
+            await client.call_tool("update_key", {"key": key, "name": key})
+            await client.call_tool("get_key", {"key": unknown})
+            await client.call_tool("create_key", {"name": key, "kind": "custom", "scopes": [key]})
+            await client.call_tool("delete_key", {"key": key})
+        return [key]
+
+    made = asyncio.run(traffic())
+    for key in [*made, unknown]:
+        post(server, key, TOOLS_LIST)
+    server.stop()
+    logs = "\n".join(line for line in server.output().splitlines() if "): ak_" not in line)
+    assert "[DEBUG]" in logs
+    assert "POST /mcp" in logs
+    for value in [sdk, unknown, *made]:
+        for secret in secrets_of(value):
+            assert secret not in logs, secret[:8]

@@ -1,0 +1,784 @@
+"""The page at / in a real Chromium, on a real gunicorn (contract section 14): a person
+manages the keys with nothing but a key, finding every control by its role and accessible
+name, with the mouse or the keyboard alone, at 400 and 1400 px wide.
+
+Every test also checks, when its tab closes, that no request left the origin, that no key
+travelled in a URL or a cookie, and that the console showed no error but the refusals
+the test provoked (Chromium logs every 4xx answer of fetch()). The run takes the README's
+screenshots on the way: into docs/screenshots/ with `make screenshots` (SCREENSHOTS=docs/
+screenshots), into a temporary folder otherwise, so a test run leaves the checkout as it was.
+
+Debian's chromium package (/usr/bin/chromium, or $CHROMIUM) driven by Playwright; the
+tests skip, saying so, where it is not installed (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import PROJECT, Server, launch, stop
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is a dev dependency: make install"
+)
+Page, expect = sync_api.Page, sync_api.expect
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver "
+    "(.ci/run does), or set CHROMIUM to its path",
+)
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WIDE = {"width": 1400, "height": 900}
+NARROW = {"width": 400, "height": 860}
+# Far from UTC, and not by whole hours: a time shown in UTC cannot pass for local.
+ZONE, OFFSET = "Asia/Kathmandu", timezone(timedelta(hours=5, minutes=45))
+XSS = "<img src=x onerror=alert(1)>"
+FULL_KEY = re.compile(r"ak_[A-Za-z0-9]{50}")
+PAGE_STATUS = re.compile(r"^Page \d+ of \d+ · ")
+REFUSED = re.compile(r"the server responded with a status of (\d{3})")
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    folder = os.environ.get("SCREENSHOTS")
+    return PROJECT / folder if folder else tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    server = launch(tmp_path_factory.mktemp("page") / "server", workers=2)
+    try:
+        server.wait_until_ready(2)
+        yield server
+    finally:
+        stop(server)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@dataclass
+class Org:
+    """A fresh organization and its two keys, full values."""
+
+    name: str
+    sdk: str
+    telemetry: str
+
+
+@pytest.fixture
+def org(server, request) -> Org:
+    name = re.sub(r"\W", "-", request.node.name)[:60]
+    made = server.flask("org", "create", name, "--json")
+    keys = {key["kind"]: key["key"] for key in json.loads(made.stdout)["keys"]}
+    return Org(name, keys["sdk_integration"], keys["telemetry"])
+
+
+@dataclass
+class Tab:
+    """A page in a browser context of its own, and what it did."""
+
+    page: Page
+    origin: str
+    refusals: set[int] = field(default_factory=set)  # statuses the test provokes
+    urls: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    bearer: set[str] = field(default_factory=set)
+
+    def expect_refusal(self, *statuses: int) -> None:
+        """The test provokes these statuses: Chromium logs them, and that is no fault."""
+        self.refusals.update(statuses)
+
+    def check(self) -> None:
+        assert self.outside == [], "requests left the origin"
+        assert self.page_errors == []
+        assert self.dialogs == [], "the page opened a JavaScript dialog"
+        for message in self.console_errors:
+            refused = REFUSED.search(message)
+            assert refused and int(refused.group(1)) in self.refusals, message
+        for url in self.urls:
+            assert not FULL_KEY.search(url), url
+        assert self.page.context.cookies() == []
+        storage = self.page.evaluate("() => [document.cookie, localStorage.length]")
+        assert storage == ["", 0]
+
+
+@pytest.fixture
+def tab(browser, server) -> Iterator[Tab]:
+    origin = f"http://127.0.0.1:{server.port}"
+    context = browser.new_context(viewport=WIDE, timezone_id=ZONE, locale="en-GB", base_url=origin)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
+    page = context.new_page()
+    page.set_default_timeout(5000)
+    tab = Tab(page, origin)
+
+    def on_request(request) -> None:
+        tab.urls.append(request.url)
+        if request.url.startswith(origin + "/api/"):
+            tab.bearer.add(request.headers.get("authorization", ""))
+
+    # What would go to the network, elsewhere (a request the page's policy refused, which
+    # Chromium reports without sending it, never gets here).
+    def refuse_outside(route) -> None:
+        tab.outside.append(route.request.url)
+        route.abort()
+
+    page.on("request", on_request)
+    context.route(lambda url: not url.startswith(origin + "/"), refuse_outside)
+    page.on("console", lambda m: m.type == "error" and tab.console_errors.append(m.text))
+    page.on("pageerror", lambda error: tab.page_errors.append(str(error)))
+    page.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto("/")
+    yield tab
+    try:
+        tab.check()
+    finally:
+        context.close()
+
+
+# --- what a person does ---------------------------------------------------------------------
+
+
+def use_key(page: Page, key: str) -> None:
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Use key").click()
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_visible()
+    expect(page.get_by_text(PAGE_STATUS)).to_be_visible()  # the list is in
+
+
+def row(page: Page, name: str):
+    """The table row of the key with this name."""
+    return page.get_by_role("row").filter(has=page.get_by_text(name, exact=True))
+
+
+def names_listed(page: Page) -> list[str]:
+    return page.locator("#rows .key-name").all_text_contents()
+
+
+def dialog(page: Page, title: str):
+    return page.get_by_role("dialog", name=title)
+
+
+def make_key(server: Server, key: str, name: str, scopes=("monitor:read",), kind="custom", **more):
+    body = {"name": name, "kind": kind, **more}
+    if kind == "custom":
+        body["scopes"] = list(scopes)
+    answer = server.request("POST", "/api/keys", key, body)
+    assert answer.status == 201, answer.body
+    return answer.json()
+
+
+def screenshot(page: Page, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=folder / f"{name}.png", animations="disabled")
+
+
+def in_seconds(seconds: float) -> str:
+    """A time `seconds` from now, as the API takes it."""
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def identifier(full: str) -> str:
+    return full[:-38]
+
+
+def read_key(server: Server, key: str, reference: str) -> dict:
+    """The key named by `reference` (not its full value: that is no URL's business), as
+    the API shows it to `key`."""
+    answer = server.request("GET", f"/api/keys/{reference}", key)
+    assert answer.status == 200, answer.body
+    return answer.json()
+
+
+def shown_time(iso: str) -> str:
+    """HH:MM of a time as a person in ZONE reads it (en-GB: 24-hour clock)."""
+    moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(OFFSET)
+    return moment.strftime("%H:%M")
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+
+def test_a_key_shows_its_organizations_keys_and_stays_in_this_tab_only(tab, server, org):
+    page = tab.page
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.get_by_label("API key")).to_have_attribute("type", "password")
+    use_key(page, org.sdk)
+
+    table = page.get_by_role("table", name="Keys of your organization")
+    headers = table.get_by_role("columnheader").all_text_contents()
+    assert headers[:5] == ["Name", "Kind", "Scopes", "Last used", "Expires"]
+    assert names_listed(page) == ["Telemetry", "SDK Integration"]
+    sdk = row(page, "SDK Integration")
+    expect(sdk.get_by_role("cell").nth(1)).to_have_text("sdk_integration")
+    expect(row(page, "Telemetry").get_by_role("listitem")).to_have_text(["monitor:telemetry"])
+    expect(row(page, "Telemetry").get_by_role("cell").nth(3)).to_have_text("Never")
+    expect(sdk.get_by_role("cell").nth(4)).to_have_text("Never")
+    # Last used, in the person's own time zone.
+    [me] = [
+        k
+        for k in server.request("GET", "/api/keys", org.sdk).json()["data"]
+        if k["kind"] == "sdk_integration"
+    ]
+    expect(sdk.get_by_role("cell").nth(3)).to_contain_text(shown_time(me["last_used"]))
+    expect(page.get_by_text("Page 1 of 1 · 2 keys")).to_be_visible()
+
+    # The key: in sessionStorage, nowhere else (not even in the page), sent as a header.
+    stored = page.evaluate("() => Object.entries(sessionStorage)")
+    assert stored == [["apiKey", org.sdk]]
+    assert org.sdk not in page.content()
+    assert tab.bearer == {f"Bearer {org.sdk}"}
+    # A reload of the tab keeps it; another tab (context) never had it.
+    page.reload()
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_visible()
+    other = page.context.browser.new_context(base_url=tab.origin).new_page()
+    other.goto("/")
+    expect(other.get_by_label("API key")).to_be_visible()
+    assert other.evaluate("() => sessionStorage.length") == 0
+    other.context.close()
+
+    page.get_by_role("button", name="Forget key").click()
+    expect(page.get_by_label("API key")).to_be_focused()
+    assert page.evaluate("() => sessionStorage.length") == 0
+
+
+def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, screenshots):
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    form.get_by_label("Name", exact=True).fill("CI deploys (production)")
+    expect(form.get_by_label("Kind", exact=True)).to_have_value("custom")
+    boxes = form.get_by_role("checkbox")
+    expect(boxes).to_have_count(11)  # an sdk_integration key holds every scope
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    form.get_by_role("checkbox", name="monitor:write", exact=True).check()
+    # (ICU still spells Kathmandu the old way.)
+    expect(form).to_contain_text(re.compile(r"In your time zone \(Asia/Kath?mandu\)"))
+    form.get_by_label("Expires").fill("2030-01-02T08:49")  # Kathmandu: 03:04 UTC
+    form.get_by_role("button", name="Create").click()
+
+    created = dialog(page, "Key created")
+    shown = created.get_by_role("textbox", name="New key")
+    expect(shown).to_have_value(FULL_KEY)
+    expect(shown).to_have_attribute("readonly", "")
+    expect(created).to_contain_text("it will not be shown again")
+    full = shown.input_value()
+    created.get_by_role("button", name="Copy").click()
+    expect(created.get_by_role("status")).to_have_text("Copied to the clipboard.")
+    assert page.evaluate("() => navigator.clipboard.readText()") == full
+    screenshot(page, screenshots, "create")
+
+    created.get_by_role("button", name="Done").click()
+    expect(created).to_be_hidden()
+    assert full not in page.content()  # shown once: gone from the page
+    expect(page.get_by_role("button", name="New key")).to_be_focused()
+    new = row(page, "CI deploys (production)")
+    expect(new.get_by_role("listitem")).to_have_text(["monitor:read", "monitor:write"])
+    expect(new).to_contain_text(identifier(full) + "...")
+    expect(new.get_by_role("cell").nth(4)).to_contain_text("2 Jan 2030, 08:49")
+    # The key works, with the scopes and expiry chosen.
+    mine = read_key(server, full, identifier(full))
+    assert (mine["kind"], mine["scopes"]) == ("custom", ["monitor:read", "monitor:write"])
+    assert mine["expires_at"] == "2030-01-02T03:04:00.000000Z"
+
+    # A fixed kind: its scopes are said, not offered.
+    page.get_by_role("button", name="New key").click()
+    form.get_by_label("Kind", exact=True).select_option("telemetry")
+    expect(form.get_by_role("checkbox")).to_have_count(0)
+    expect(form).to_contain_text("The scopes of a telemetry key are fixed: monitor:telemetry.")
+    form.get_by_label("Name", exact=True).fill("Status page monitor")
+    expect(form.get_by_label("Expires")).to_have_value("")
+    form.get_by_role("button", name="Create").click()
+    expect(dialog(page, "Key created").get_by_role("textbox", name="New key")).to_have_value(
+        FULL_KEY
+    )
+    page.keyboard.press("Escape")
+    expect(row(page, "Status page monitor").get_by_role("cell").nth(1)).to_have_text("telemetry")
+    screenshot(page, screenshots, "list")
+
+
+def test_refusals_show_the_apis_detail(tab, server, org, screenshots):
+    narrow = make_key(server, org.sdk, "Monitors only", ["monitor:read", "monitor:write"])
+    page = tab.page
+    use_key(page, narrow["key"])
+    tab.expect_refusal(422, 403)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    # Only the scopes the key in use holds are offered.
+    boxes = form.get_by_role("checkbox")
+    expect(boxes).to_have_count(2)
+    assert [box.get_attribute("value") for box in boxes.all()] == ["monitor:read", "monitor:write"]
+
+    # The API, not the page, decides what is valid: a blank name is its 422.
+    form.get_by_label("Name", exact=True).fill("   ")
+    form.get_by_role("checkbox", name="monitor:read").check()
+    form.get_by_role("button", name="Create").click()
+    error = form.get_by_role("alert")
+    expect(error).to_contain_text("The request is not valid: name.")
+    expect(error).to_contain_text("name: ")
+
+    # A kind whose scopes exceed the key in use: 403, with the API's detail.
+    form.get_by_label("Name", exact=True).fill("Everything")
+    form.get_by_label("Kind", exact=True).select_option("sdk_integration")
+    form.get_by_role("button", name="Create").click()
+    expect(error).to_contain_text("These scopes exceed the calling key's own: monitor:telemetry")
+    screenshot(page, screenshots, "error")
+    page.get_by_role("button", name="Cancel").click()
+    assert names_listed(page) == ["Telemetry", "SDK Integration", "Monitors only"]
+
+    # Altering a more powerful key: 403 forbidden, shown in the dialog that asked.
+    row(page, "SDK Integration").get_by_role("button", name="Delete").click()
+    confirm = dialog(page, "Delete this key?")
+    confirm.get_by_role("button", name="Delete key").click()
+    expect(confirm.get_by_role("alert")).to_have_text(
+        "This key holds scopes the calling key lacks."
+    )
+    confirm.get_by_role("button", name="Cancel").click()
+
+    # The key in use gives up a scope: the page offers only what it still holds.
+    row(page, "Monitors only").get_by_role("button", name="Edit").click()
+    edit = dialog(page, "Edit key")
+    edit.get_by_role("checkbox", name="monitor:write").uncheck()
+    edit.get_by_role("button", name="Save").click()
+    expect(row(page, "Monitors only").get_by_role("listitem")).to_have_text(["monitor:read"])
+    page.get_by_role("button", name="New key").click()
+    expect(form.get_by_role("checkbox")).to_have_count(1)
+
+
+def test_edit_offers_the_same_inputs_and_saves(tab, server, org, screenshots):
+    make_key(server, org.sdk, "Deploys", ["monitor:read"])
+    page = tab.page
+    use_key(page, org.sdk)
+    row(page, "Deploys").get_by_role("button", name="Edit").click()
+    form = dialog(page, "Edit key")
+    expect(form.get_by_label("Name", exact=True)).to_have_value("Deploys")
+    expect(form.get_by_label("Kind", exact=True)).to_be_hidden()
+    expect(form.get_by_role("checkbox", name="monitor:read", exact=True)).to_be_checked()
+    expect(form.get_by_role("checkbox", name="site:read", exact=True)).not_to_be_checked()
+    form.get_by_label("Name", exact=True).fill("Deploys (staging)")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).uncheck()
+    form.get_by_role("checkbox", name="site:read", exact=True).check()
+    form.get_by_role("checkbox", name="site:write", exact=True).check()
+    expect(form.get_by_label("Expires")).to_have_value("")
+    form.get_by_label("Expires").fill("2031-06-30T23:45")  # Kathmandu: 18:00 UTC
+    screenshot(page, screenshots, "edit")
+    form.get_by_role("button", name="Save").click()
+
+    expect(form).to_be_hidden()
+    edited = row(page, "Deploys (staging)")
+    expect(edited.get_by_role("listitem")).to_have_text(["site:read", "site:write"])
+    expect(edited.get_by_role("button", name="Edit")).to_be_focused()
+    [stored] = [
+        k
+        for k in server.request("GET", "/api/keys", org.sdk).json()["data"]
+        if k["kind"] == "custom"
+    ]
+    assert (stored["name"], stored["scopes"]) == ("Deploys (staging)", ["site:read", "site:write"])
+    assert stored["expires_at"] == "2031-06-30T18:00:00.000000Z"
+
+    # The expiry, cleared.
+    edited.get_by_role("button", name="Edit").click()
+    expect(form.get_by_label("Expires")).to_have_value("2031-06-30T23:45")
+    form.get_by_role("button", name="No expiry").click()
+    expect(form.get_by_label("Expires")).to_have_value("")
+    form.get_by_role("button", name="Save").click()
+    expect(edited.get_by_role("cell").nth(4)).to_have_text("Never")
+    assert read_key(server, org.sdk, stored["key"])["expires_at"] is None
+
+    # A key of a fixed kind: its name changes, its scopes are said, not offered.
+    row(page, "Telemetry").get_by_role("button", name="Edit").click()
+    expect(form.get_by_role("checkbox")).to_have_count(0)
+    expect(form).to_contain_text("The scopes of a telemetry key are fixed")
+    form.get_by_label("Name", exact=True).fill("Telemetry (old)")
+    form.get_by_label("Name", exact=True).press("Enter")
+    expect(row(page, "Telemetry (old)").get_by_role("cell").nth(1)).to_have_text("telemetry")
+
+
+def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
+    tab, server, org, screenshots
+):
+    deploys = make_key(server, org.sdk, "Deploys", ["monitor:read"])
+    nightly = make_key(server, org.sdk, "Nightly", ["site:read"])
+    page = tab.page
+    use_key(page, org.sdk)
+
+    # At once (grace 0): the old key is gone, its replacement shown once.
+    row(page, "Deploys").get_by_role("button", name="Rotate").click()
+    rotate = dialog(page, "Rotate this key?")
+    expect(rotate).to_contain_text("Deploys")
+    grace = rotate.get_by_label("Grace period (seconds)")
+    expect(grace).to_be_focused()
+    expect(grace).to_have_attribute("type", "number")
+    expect(grace).to_have_value("0")
+    rotate.get_by_role("button", name="Rotate key").click()
+    rotated = dialog(page, "Key rotated")
+    expect(rotated.get_by_role("textbox", name="New key")).to_have_value(FULL_KEY)
+    expect(rotated).to_contain_text("it will not be shown again")
+    replacement = rotated.get_by_role("textbox", name="New key").input_value()
+    rotated.get_by_role("button", name="Done").click()
+    expect(row(page, "Deploys")).to_contain_text(identifier(replacement) + "...")
+    gone = server.request("GET", f"/api/keys/{identifier(deploys['key'])}", org.sdk)
+    assert gone.status == 404
+    mine = read_key(server, org.sdk, identifier(replacement))
+    assert (mine["name"], mine["scopes"]) == ("Deploys", ["monitor:read"])
+
+    # With a grace period, and an expiry for the replacement.
+    row(page, "Nightly").get_by_role("button", name="Rotate").click()
+    grace.fill("3600")
+    rotate.get_by_label("Expires").fill("2032-03-04T05:45")  # Kathmandu: 00:00 UTC
+    screenshot(page, screenshots, "rotate")
+    rotate.get_by_role("button", name="Rotate key").click()
+    replacement = rotated.get_by_role("textbox", name="New key").input_value()
+    page.keyboard.press("Escape")
+    old = read_key(server, org.sdk, identifier(nightly["key"]))
+    ends = datetime.fromisoformat(old["expires_at"].replace("Z", "+00:00"))
+    assert abs((ends - datetime.now(UTC)).total_seconds() - 3600) < 60
+    assert read_key(server, org.sdk, identifier(replacement))["expires_at"] == (
+        "2032-03-04T00:00:00.000000Z"
+    )
+    expect(row(page, "Nightly")).to_have_count(2)  # the old one, until it expires
+
+    # Refusals: the API's, shown in the dialog; nothing is rotated.
+    tab.expect_refusal(422)
+    row(page, "Nightly").first.get_by_role("button", name="Rotate").click()
+    grace.fill("")
+    rotate.get_by_role("button", name="Rotate key").click()
+    expect(rotate.get_by_role("alert")).to_contain_text("grace_seconds")
+    grace.fill("2592001")
+    rotate.get_by_role("button", name="Rotate key").click()
+    expect(rotate.get_by_role("alert")).to_contain_text("grace_seconds: Must be")
+    rotate.get_by_role("button", name="Cancel").click()
+    expect(row(page, "Nightly")).to_have_count(2)
+
+    # The key in use, rotated: the page goes on with its replacement.
+    row(page, "SDK Integration").get_by_role("button", name="Rotate").click()
+    rotate.get_by_role("button", name="Rotate key").click()
+    replacement = rotated.get_by_role("textbox", name="New key").input_value()
+    rotated.get_by_role("button", name="Done").click()
+    assert page.evaluate("() => sessionStorage.getItem('apiKey')") == replacement
+    expect(page.get_by_role("banner")).to_contain_text(identifier(replacement) + "...")
+    page.get_by_label("Filter by kind").select_option("sdk_integration")
+    expect(page.get_by_text("Page 1 of 1 · 1 key", exact=True)).to_be_visible()
+    assert server.request("GET", "/api/keys", org.sdk).status == 401
+
+
+def test_an_expired_key_is_listed_renamed_and_refused_as_the_key_in_use(tab, server, org):
+    tab.expect_refusal(401)
+    soon = in_seconds(2)
+    short = make_key(server, org.sdk, "Short-lived", ["monitor:read"], expires_at=soon)
+    page = tab.page
+    use_key(page, short["key"])
+    expect(row(page, "Short-lived").get_by_role("cell").nth(4)).not_to_have_text("Never")
+    page.wait_for_timeout(2100)
+
+    # Its next request: 401 expired_key, and the person is asked for a key again.
+    page.get_by_label("Filter by kind").select_option("custom")
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.get_by_role("alert").first).to_contain_text("This API key has expired")
+
+    # Another key sees it listed as expired, and can rename it: its expiry stays.
+    use_key(page, org.sdk)
+    expect(row(page, "Short-lived").get_by_role("cell").nth(4)).to_contain_text("Expired")
+    row(page, "Short-lived").get_by_role("button", name="Edit").click()
+    form = dialog(page, "Edit key")
+    form.get_by_label("Name", exact=True).fill("Short-lived (expired)")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_be_hidden()
+    renamed = read_key(server, org.sdk, identifier(short["key"]))
+    assert renamed["name"] == "Short-lived (expired)"
+    assert renamed["expires_at"] == short["expires_at"]
+
+
+def test_delete_asks_for_confirmation(tab, server, org):
+    doomed = make_key(server, org.sdk, "Doomed")
+    page = tab.page
+    use_key(page, org.sdk)
+    row(page, "Doomed").get_by_role("button", name="Delete").click()
+    confirm = dialog(page, "Delete this key?")
+    expect(confirm).to_contain_text("Doomed")
+    expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    confirm.get_by_role("button", name="Cancel").click()
+    expect(confirm).to_be_hidden()
+    expect(row(page, "Doomed")).to_have_count(1)
+    assert server.request("GET", f"/api/keys/{identifier(doomed['key'])}", org.sdk).status == 200
+
+    row(page, "Doomed").get_by_role("button", name="Delete").click()
+    confirm.get_by_role("button", name="Delete key").click()
+    expect(confirm).to_be_hidden()
+    expect(row(page, "Doomed")).to_have_count(0)
+    assert names_listed(page) == ["Telemetry", "SDK Integration"]
+    assert server.request("GET", f"/api/keys/{identifier(doomed['key'])}", org.sdk).status == 404
+
+
+def test_paging_and_the_kind_filter_work_as_in_the_api(tab, server, org):
+    for number in range(1, 13):
+        make_key(server, org.sdk, f"Key {number:02}")
+    page = tab.page
+    use_key(page, org.sdk)
+    expect(page.get_by_text("Page 1 of 1 · 14 keys")).to_be_visible()
+    page.get_by_label("Keys per page").select_option("10")
+    expect(page.get_by_text("Page 1 of 2 · 14 keys")).to_be_visible()
+    assert len(names_listed(page)) == 10
+    expect(page.get_by_role("button", name="Previous page")).to_be_disabled()
+    page.get_by_role("button", name="Next page").click()
+    expect(page.get_by_text("Page 2 of 2 · 14 keys")).to_be_visible()
+    assert names_listed(page) == ["Key 09", "Key 10", "Key 11", "Key 12"]
+    expect(page.get_by_role("button", name="Next page")).to_be_disabled()
+
+    page.get_by_label("Filter by kind").select_option("custom")
+    expect(page.get_by_text("Page 1 of 2 · 12 keys")).to_be_visible()
+    assert names_listed(page)[0] == "Key 01"
+    page.get_by_label("Filter by kind").select_option("telemetry")
+    expect(page.get_by_text("Page 1 of 1 · 1 key", exact=True)).to_be_visible()
+    assert names_listed(page) == ["Telemetry"]
+
+    # Deleting the last key of the last page shows the page before.
+    page.get_by_label("Filter by kind").select_option("")
+    page.get_by_label("Keys per page").select_option("25")
+    page.get_by_label("Keys per page").select_option("10")
+    page.get_by_role("button", name="Next page").click()
+    for name in ["Key 09", "Key 10", "Key 11", "Key 12"]:
+        row(page, name).get_by_role("button", name="Delete").click()
+        page.get_by_role("button", name="Delete key").click()
+        expect(row(page, name)).to_have_count(0)
+    expect(page.get_by_text("Page 1 of 1 · 10 keys")).to_be_visible()
+
+
+def test_a_refused_key_sends_the_person_back_to_the_key_input(tab, server, org):
+    page = tab.page
+    tab.expect_refusal(401, 403)
+    use_detail = "A valid API key is required"
+    page.get_by_label("API key").fill("ak_not_a_key")
+    page.get_by_role("button", name="Use key").click()
+    expect(page.get_by_role("alert")).to_contain_text(use_detail)
+    expect(page.get_by_label("API key")).to_be_focused()
+
+    page.get_by_label("API key").fill(org.telemetry)
+    page.get_by_role("button", name="Use key").click()
+    expect(page.get_by_role("alert")).to_contain_text("Telemetry keys cannot manage")
+    assert page.evaluate("() => sessionStorage.length") == 0
+
+    # A key deleted while in use: the next request is a 401, and the person is asked again.
+    spare = make_key(server, org.sdk, "Spare", ["monitor:read"])
+    use_key(page, spare["key"])
+    assert server.request("DELETE", f"/api/keys/{identifier(spare['key'])}", org.sdk).status == 204
+    page.get_by_label("Filter by kind").select_option("custom")
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
+    expect(page.get_by_role("alert").first).to_contain_text(use_detail)
+    assert page.evaluate("() => sessionStorage.length") == 0
+
+    # Deleting the key in use from the page itself ends the same way.
+    use_key(page, org.sdk)
+    row(page, "SDK Integration").get_by_role("button", name="Delete").click()
+    page.get_by_role("button", name="Delete key").click()
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.get_by_role("alert").first).to_contain_text(use_detail)
+
+
+def test_names_are_shown_as_text_never_as_html(tab, server, org):
+    make_key(server, org.sdk, XSS)
+    page = tab.page
+    use_key(page, org.sdk)
+    expect(row(page, XSS)).to_have_count(1)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    form.get_by_label("Name", exact=True).fill('"><script>alert(2)</script>')
+    form.get_by_role("checkbox", name="issue:read").check()
+    form.get_by_role("button", name="Create").click()
+    page.get_by_role("button", name="Done").click()
+    expect(row(page, '"><script>alert(2)</script>')).to_have_count(1)
+    row(page, XSS).get_by_role("button", name="Delete").click()
+    expect(dialog(page, "Delete this key?")).to_contain_text(XSS)
+    page.keyboard.press("Escape")
+    assert page.locator("#rows img, #rows script, dialog img").count() == 0
+    assert tab.dialogs == []
+
+
+def test_markup_that_got_into_the_page_would_not_run(tab, org):
+    """The Content-Security-Policy, tried in Chromium: the page as served, with injected
+    markup added, runs no inline script or handler, loads nothing from elsewhere, and
+    writes no HTML from strings (Trusted Types)."""
+    page = tab.page
+    injected = (
+        '<script>window.ran = "inline"</script>'
+        "<img src=page/none.png onerror=\"window.ran = 'handler'\">"
+        '<script src="https://example.org/x.js"></script>'
+    )
+
+    def add_markup(route) -> None:
+        served = route.fetch()
+        assert "frame-ancestors 'none'" in served.headers["content-security-policy"]
+        body = served.text().replace("</body>", injected + "</body>")
+        route.fulfill(response=served, body=body)
+
+    page.route(tab.origin + "/", add_markup)
+    page.reload()
+    use_key(page, org.sdk)
+    tab.expect_refusal(404)  # the image itself is this origin's, and missing
+    assert page.evaluate("() => window.ran") is None
+    refused = [message for message in tab.console_errors if not REFUSED.search(message)]
+    assert len(refused) == 3, refused
+    assert all("Content Security Policy" in message for message in refused), refused
+    written = page.evaluate(
+        """() => {
+            try { document.body.insertAdjacentHTML("beforeend", "<b>x</b>"); }
+            catch (error) { return error.name; }
+        }"""
+    )
+    assert written == "TypeError"
+    tab.console_errors.clear()
+
+
+def test_keyboard_alone_does_everything(tab, server, org):
+    for number in range(1, 4):
+        make_key(server, org.sdk, f"Old {number}")
+    page = tab.page
+    keyboard = page.keyboard
+
+    def tab_to(locator, limit: int = 60) -> None:
+        for _ in range(limit):
+            if locator.evaluate("element => element === document.activeElement"):
+                outline = locator.evaluate("element => getComputedStyle(element).outlineStyle")
+                assert outline != "none", "the focus is not visible"
+                return
+            keyboard.press("Tab")
+        pytest.fail(f"Tab never reached {locator}")
+
+    expect(page.get_by_label("API key")).to_be_focused()
+    keyboard.type(org.sdk)
+    keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_focused()
+
+    # Create.
+    tab_to(page.get_by_role("button", name="New key"))
+    keyboard.press("Enter")
+    form = dialog(page, "Create a key")
+    expect(form.get_by_label("Name", exact=True)).to_be_focused()
+    keyboard.type("Typed")
+    tab_to(form.get_by_role("checkbox", name="statuspage:read"))
+    keyboard.press("Space")
+    tab_to(form.get_by_role("button", name="Create"))
+    keyboard.press("Enter")
+    created = dialog(page, "Key created")
+    expect(created.get_by_role("button", name="Copy")).to_be_focused()
+    keyboard.press("Enter")
+    expect(created.get_by_role("status")).to_have_text("Copied to the clipboard.")
+    tab_to(created.get_by_role("button", name="Done"))
+    keyboard.press("Enter")
+    expect(row(page, "Typed").get_by_role("listitem")).to_have_text(["statuspage:read"])
+
+    # Edit.
+    tab_to(row(page, "Typed").get_by_role("button", name="Edit"))
+    keyboard.press("Enter")
+    expect(dialog(page, "Edit key").get_by_label("Name", exact=True)).to_be_focused()
+    keyboard.press("ControlOrMeta+a")
+    keyboard.type("Typed again")
+    keyboard.press("Enter")
+    expect(row(page, "Typed again").get_by_role("button", name="Edit")).to_be_focused()
+
+    # Escape leaves a dialog, and the focus returns where it was.
+    keyboard.press("Enter")
+    keyboard.press("Escape")
+    expect(row(page, "Typed again").get_by_role("button", name="Edit")).to_be_focused()
+
+    # Rotate, with a grace period typed in.
+    tab_to(row(page, "Old 1").get_by_role("button", name="Rotate"))
+    keyboard.press("Enter")
+    expect(page.get_by_label("Grace period (seconds)")).to_be_focused()
+    keyboard.press("ControlOrMeta+a")
+    keyboard.type("60")
+    keyboard.press("Enter")
+    rotated = dialog(page, "Key rotated")
+    expect(rotated.get_by_role("button", name="Copy")).to_be_focused()
+    keyboard.press("Escape")
+    expect(row(page, "Old 1")).to_have_count(2)
+
+    # Delete, confirmed.
+    tab_to(row(page, "Old 2").get_by_role("button", name="Delete"))
+    keyboard.press("Enter")
+    keyboard.press("Shift+Tab")
+    expect(page.get_by_role("button", name="Delete key")).to_be_focused()
+    keyboard.press("Enter")
+    expect(row(page, "Old 2")).to_have_count(0)
+
+    # Paging and the filter.
+    tab_to(page.get_by_label("Keys per page"))
+    keyboard.press("Home")  # 10 a page
+    keyboard.press("ArrowDown")
+    keyboard.press("ArrowUp")
+    tab_to(page.get_by_label("Filter by kind"))
+    keyboard.press("End")  # custom
+    expect(page.get_by_text("Page 1 of 1 · 4 keys")).to_be_visible()
+
+    # Forget the key.
+    page.get_by_role("heading", name="Keys of your organization").focus()
+    keyboard.press("Shift+Tab")
+    expect(page.get_by_role("button", name="Forget key")).to_be_focused()
+    keyboard.press("Enter")
+    expect(page.get_by_label("API key")).to_be_focused()
+
+
+@pytest.mark.parametrize("size", [NARROW, WIDE], ids=["400px", "1400px"])
+def test_the_page_reads_well_at_400_and_1400_pixels(tab, server, org, screenshots, size):
+    make_key(server, org.sdk, "A rather long name for a key used by the nightly backups")
+    make_key(server, org.sdk, "Status", ["statuspage:read", "statuspage:write"])
+    page = tab.page
+    page.set_viewport_size(size)
+    use_key(page, org.sdk)
+    # Nothing wider than the window: no sideways scrolling.
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= size["width"]
+    for control in page.get_by_role("button").all():
+        if control.is_visible():
+            box = control.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= size["width"], control
+    # Every cell still names its column to assistive technology.
+    headers = page.get_by_role("columnheader").all_text_contents()
+    assert headers[:5] == ["Name", "Kind", "Scopes", "Last used", "Expires"]
+    expect(row(page, "Status").get_by_role("cell")).to_have_count(6)
+    if size is NARROW:
+        screenshot(page, screenshots, "list-narrow")
+        row(page, "Status").get_by_role("button", name="Edit").click()
+        form = dialog(page, "Edit key")
+        box = form.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= size["width"]
+        form.get_by_role("button", name="Save").click()
+        expect(form).to_be_hidden()
+
+
+def test_swagger_ui_renders_the_document_offline_without_a_console_error(tab):
+    """/docs, beside the page: Swagger UI draws every operation of the served document,
+    with nothing fetched from another origin and no console error (the tab checks)."""
+    page = tab.page
+    page.goto("/docs")
+    for summary in ("List API keys", "Create an API key", "Rotate an API key"):
+        expect(page.get_by_text(summary, exact=True).first).to_be_visible()
+    expect(page.get_by_role("button", name="Authorize")).to_be_visible()
+    expect(page.get_by_text("Problem", exact=True).first).to_be_attached()
