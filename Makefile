@@ -27,7 +27,8 @@ run: install
 	HOST=$(HOST) PORT=$(PORT) $(if $(WORKERS),WEB_CONCURRENCY=$(WORKERS)) $(BIN)/gunicorn wsgi:app
 
 dev: install
-	$(BIN)/flask --app wsgi run --debug --host $(HOST) --port $(PORT)
+	$(BIN)/flask --app app first-start
+	$(BIN)/flask --app app run --debug --host $(HOST) --port $(PORT)
 
 test: install
 	$(BIN)/pytest

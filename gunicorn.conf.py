@@ -20,9 +20,9 @@ workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1) + 1))
 timeout = 30
 graceful_timeout = 20
 
-# Not preloaded: each worker opens its own database connections after the fork, and the
-# first-start bootstrap (migrations and the `default` organization) runs in every worker
-# but does its work once, under a file lock and a unique organization name.
+# Not preloaded: each worker builds the application and opens its own database connections
+# after the fork. The first start (migrations and the `default` organization) runs once,
+# in the master process, before any worker: on_starting below.
 preload_app = False
 
 # No control socket: gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, one path for
@@ -38,11 +38,15 @@ logger_class = "app.gunicorn_logger.GunicornLogger"
 
 
 def on_starting(server) -> None:
-    """gunicorn's own refusals (malformed HTTP, a request line or headers over its limits)
-    in the problem shape, like every other error; see app/gunicorn_errors.py."""
-    from app import gunicorn_errors
+    """Before any worker: gunicorn's own refusals (malformed HTTP, a request line or headers
+    over its limits) in the problem shape, like every other error (app/gunicorn_errors.py);
+    then the first start (app/bootstrap.py). Its migrations import alembic here, in the
+    master, and never in a worker. A failure stops gunicorn with its message."""
+    from app import create_app, gunicorn_errors
+    from app.bootstrap import first_start
 
     gunicorn_errors.install()
+    first_start(create_app())
 
 
 def post_worker_init(worker) -> None:

@@ -1,4 +1,5 @@
-"""The operator's commands: `flask org create`, `flask key create`, `flask audit export`."""
+"""The operator's commands: `flask first-start`, `flask org create`, `flask key create`,
+`flask audit export`."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import json
 
 import click
 from flask import Flask, current_app
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 
 from app import audit
 from app.audit import schemas as audit_schemas
-from app.bootstrap import NOTICE, describe_keys
+from app.bootstrap import NOTICE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
@@ -51,6 +52,17 @@ def _show(heading: str, keys, as_json: bool, organization: str) -> None:
         click.echo(json.dumps({"organization": organization, "keys": objects}))
     else:
         click.echo("\n".join([heading, *describe_keys(keys), NOTICE]))
+
+
+@click.command("first-start")
+@with_appcontext
+def first_start_command() -> None:
+    """Prepare the database as a server's first start does: migrations (SQLite), then
+    organization `default` and its two keys, shown once, if there is no organization."""
+    try:
+        first_start(current_app._get_current_object())
+    except SchemaNotCurrent as error:
+        raise click.ClickException(str(error)) from None
 
 
 @org.command("create")
@@ -142,3 +154,4 @@ def register(app: Flask) -> None:
     app.cli.add_command(org)
     app.cli.add_command(key)
     app.cli.add_command(audit_log)
+    app.cli.add_command(first_start_command)

@@ -329,3 +329,16 @@ def test_key_create_with_an_invalid_organization_name_is_refused_in_one_line(
     )
     assert_refused(result, sql, before)
     assert result.stderr.startswith("Error: --org:"), result.stderr
+
+
+def test_first_start_makes_default_once_and_shows_its_keys_once(runner, client, sql):
+    """`flask first-start` (make dev) is the first start gunicorn runs in on_starting."""
+    first = invoke(runner, "first-start")
+    assert first.exit_code == 0, first.output
+    keys = printed_keys(first.output)
+    assert len(keys) == 2
+    assert key_count(client, sdk_of(client, keys)) == 2
+    again = invoke(runner, "first-start")
+    assert again.exit_code == 0, again.output
+    assert printed_keys(again.output) == []
+    assert [name for (name,) in sql("SELECT name FROM organizations")] == ["default"]

@@ -336,7 +336,7 @@ def test_a_database_behind_the_code_is_refused_until_upgraded(app_on, new_databa
 
 @needs_postgresql
 def test_start_on_postgresql_checks_the_schema_and_changes_nothing(app_on, new_database):
-    """What wsgi.py runs first: only SQLite is upgraded by the server itself."""
+    """What a server start runs first: only SQLite is upgraded by the server itself."""
     database = new_database()
     app = app_on(database)
     with pytest.raises(SchemaNotCurrent):
