@@ -5,6 +5,11 @@ tune it without editing."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent
 
 # Where to listen: 127.0.0.1:5000 unless HOST and PORT say otherwise (HOST=0.0.0.0 to
 # serve other machines, behind a proxy that terminates TLS). Unlike gunicorn without this
@@ -40,13 +45,15 @@ logger_class = "app.gunicorn_logger.GunicornLogger"
 def on_starting(server) -> None:
     """Before any worker: gunicorn's own refusals (malformed HTTP, a request line or headers
     over its limits) in the problem shape, like every other error (app/gunicorn_errors.py);
-    then the first start (app/bootstrap.py). Its migrations import alembic here, in the
-    master, and never in a worker. A failure stops gunicorn with its message."""
-    from app import create_app, gunicorn_errors
-    from app.bootstrap import first_start
+    then the first start, as the command `flask --app app first-start` (app/bootstrap.py),
+    so that what it loads (alembic, the whole application) stays out of this process and
+    of every worker forked from it. Its failure stops gunicorn before any worker starts."""
+    from app import gunicorn_errors
 
     gunicorn_errors.install()
-    first_start(create_app())
+    first_start = [sys.executable, "-m", "flask", "--app", "app", "first-start"]
+    if subprocess.run(first_start, cwd=PROJECT, check=False).returncode != 0:  # noqa: S603
+        raise RuntimeError("the first start (migrations, organization default) failed: see above")
 
 
 def post_worker_init(worker) -> None:

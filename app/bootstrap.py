@@ -1,7 +1,7 @@
 """The first start: migrations (SQLite; other databases are checked), then, on a database
-with no organization, `default` and its keys shown once. gunicorn runs it once in its
-master process before any worker starts (gunicorn.conf.py's on_starting), `make dev` with
-`flask --app app first-start`."""
+with no organization, `default` and its keys shown once. It is the command
+`flask --app app first-start`, which gunicorn runs once before it starts any worker
+(gunicorn.conf.py's on_starting) and `make dev` runs before Flask's server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import click
 from flask import Flask
 
 from app.database import upgrade_embedded
-from app.extensions import db
 from app.keys import service
 
 NOTICE = "These keys are shown once and will not be shown again: store them now."
@@ -39,12 +38,6 @@ def ensure_default_organization(app: Flask) -> bool:
 
 
 def first_start(app: Flask) -> None:
-    """Migrations (SQLite) or the schema check, then the `default` organization if none.
-    The connections it opened are closed after it: gunicorn forks its workers from the
-    process that ran it, and a connection must not cross a fork."""
-    try:
-        upgrade_embedded(app)
-        ensure_default_organization(app)
-    finally:
-        with app.app_context():
-            db.engine.dispose()
+    """Migrations (SQLite) or the schema check, then the `default` organization if none."""
+    upgrade_embedded(app)
+    ensure_default_organization(app)

@@ -33,6 +33,8 @@ BENCH = Path(__file__).resolve().parent
 PROJECT = BENCH.parent
 BIN = Path(sys.executable).parent
 READY = "Worker ready (pid: "
+# gunicorn's settings for bare Flask: the project's, without the first start and the log.
+BARE_CONFIG = BENCH / "bare.conf.py"
 WRK_MISSING = "wrk is not installed: run `apt-get install -y wrk` (or your system's equivalent)"
 # The deep list page: the last full page of the reading organization of the small database,
 # asked of both databases, so that the big one does the same work on a bigger table.
@@ -78,15 +80,21 @@ def free_port() -> int:
 
 
 def start(
-    name: str, app: str, workdir: Path, env: dict[str, str], project: Path = PROJECT
+    name: str,
+    app: str,
+    workdir: Path,
+    env: dict[str, str],
+    project: Path = PROJECT,
+    config: Path | None = None,
 ) -> Server:
-    """gunicorn with the project's gunicorn.conf.py, the benchmark's workers and class
-    (`project`: this checkout, or the baseline's)."""
+    """gunicorn with `config` (the project's gunicorn.conf.py unless given), the benchmark's
+    workers and class (`project`: this checkout, or the baseline's)."""
     port = free_port()
     server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
     server_env |= {"PYTHONPATH": str(project), **env}
     workers = setting("WORKERS", 4)
-    command = [str(BIN / "gunicorn"), "--config", str(project / "gunicorn.conf.py")]
+    config = config or project / "gunicorn.conf.py"
+    command = [str(BIN / "gunicorn"), "--config", str(config)]
     command += ["--workers", str(workers), "--worker-class", setting("WORKER_CLASS", "sync")]
     command += ["--bind", f"127.0.0.1:{port}", app]
     stderr = workdir / f"{name}.stderr"
@@ -193,26 +201,30 @@ FORWARD_AUTH = "/api/forward-auth?scope=monitor:read"
 
 def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
     deep = f"/api/keys?page={small.keys_per_organization // PAGE_SIZE}"
+    get = f"/api/keys/{small.read_target}"
+    update = f"/api/keys/{small.write_target}"
     mcp_get = get_key_call(small.read_target)
     rotate = f"/api/keys/{small.write_target}/rotate"
     grace = json.dumps({"grace_seconds": 3600})  # the target stays: each request rotates it
     stale = "/api/keys?unused_since=2999-01-01T00:00:00Z"  # every key: the whole count
     checked = json.dumps({"token": small.reader})  # a live key of the same organization
+    reader, writer = small.reader, small.writer
     return [
         Scenario("bare_flask", "bare", "/ping"),
-        Scenario("get", "small", f"/api/keys/{small.read_target}", "auth.lua", small.reader),
-        Scenario(
-            "get_limits_on", "limited", f"/api/keys/{small.read_target}", "auth.lua", small.reader
-        ),
-        Scenario("list_50", "small", "/api/keys", "auth.lua", small.reader),
-        Scenario("deep_list_50", "small", deep, "auth.lua", small.reader),
-        Scenario("create", "small", "/api/keys", "create.lua", small.writer, expect=201),
-        Scenario("update", "small", f"/api/keys/{small.write_target}", "update.lua", small.writer),
-        Scenario("rotate", "small", rotate, "post.lua", small.writer, expect=201, body=grace),
-        Scenario("forward_auth", "small", FORWARD_AUTH, "auth.lua", small.reader, expect=204),
-        Scenario("introspect", "small", "/api/introspect", "post.lua", small.reader, body=checked),
-        Scenario("unauthenticated_401", "small", f"/api/keys/{small.read_target}", expect=401),
-        Scenario("mcp_get_key", "small", "/mcp", "mcp.lua", small.reader, body=mcp_get),
+        Scenario("bare_flask_logged", "bare_logged", "/ping"),
+        Scenario("get", "service", get, "auth.lua", reader),
+        Scenario("get_redis", "redis", get, "auth.lua", reader),
+        Scenario("get_limits_off", "limits_off", get, "auth.lua", reader),
+        Scenario("list_50", "service", "/api/keys", "auth.lua", reader),
+        Scenario("list_50_redis", "redis", "/api/keys", "auth.lua", reader),
+        Scenario("deep_list_50", "service", deep, "auth.lua", reader),
+        Scenario("create", "service", "/api/keys", "create.lua", writer, expect=201),
+        Scenario("update", "service", update, "update.lua", writer),
+        Scenario("rotate", "service", rotate, "post.lua", writer, expect=201, body=grace),
+        Scenario("forward_auth", "service", FORWARD_AUTH, "auth.lua", reader, expect=204),
+        Scenario("introspect", "service", "/api/introspect", "post.lua", reader, body=checked),
+        Scenario("unauthenticated_401", "service", get, expect=401),
+        Scenario("mcp_get_key", "service", "/mcp", "mcp.lua", reader, body=mcp_get),
         Scenario("get_big", "big", f"/api/keys/{big.read_target}", "auth.lua", big.reader),
         Scenario("deep_list_50_big", "big", deep, "auth.lua", big.reader),
         Scenario("unused_since_50_big", "big", stale, "auth.lua", big.reader),
@@ -220,7 +232,7 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
 
 
 # The scenarios a baseline checkout (BENCH_BASELINE) answers too, in the same rounds.
-COMPARED = ("get", "get_limits_on", "list_50", "deep_list_50", "get_big", "deep_list_50_big")
+COMPARED = ("get", "list_50", "deep_list_50", "get_big", "deep_list_50_big")
 BASELINE = "@baseline"
 
 
@@ -236,6 +248,42 @@ def with_baseline(plan: list[Scenario]) -> list[Scenario]:
                 )
             )
     return both
+
+
+# The service as `make run` serves it: the abuse limits on, counting every request, with
+# allowances wrk cannot spend (so that none is refused), and the access log on.
+UNSPENDABLE = {
+    "RATELIMIT_AUTH_FAILURES": "1000000000/minute",
+    "RATELIMIT_PER_KEY": "1000000000/minute",
+    "RATELIMIT_INTROSPECT": "1000000000/minute",
+}
+
+
+def redis_url() -> str | None:
+    """BENCH_REDIS_URL (this machine's Redis by default) when it answers a PING."""
+    url = str(setting("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    try:
+        import redis
+
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+    except Exception as error:  # any failure: the Redis lines are left out
+        print(f"Redis at {url} does not answer ({error}): no *_redis lines")
+        return None
+    return url
+
+
+def service_settings(small_url: str, big_url: str) -> dict[str, dict[str, str]]:
+    """Each service server's environment, by name: the Redis one only when Redis answers."""
+    settings = {
+        "service": {"DATABASE_URL": small_url, **UNSPENDABLE},
+        "limits_off": {"DATABASE_URL": small_url, "RATELIMIT_ENABLED": "false"},
+        "big": {"DATABASE_URL": big_url, **UNSPENDABLE},
+    }
+    url = redis_url()
+    if url:
+        counted = {"RATELIMIT_STORAGE_URI": url, "RATELIMIT_KEY_PREFIX": f"bench-{os.getpid()}"}
+        settings["redis"] = settings["service"] | counted
+    return settings
 
 
 def cpu_model() -> str:
@@ -288,28 +336,28 @@ def main() -> None:
         )
         small, big = seed(small_url, keys), seed(big_url, big_keys)
         print(f"seeded {keys} and {big_keys} keys in {time.monotonic() - started:.1f} s")
-        off = {"RATELIMIT_ENABLED": "false"}
+        settings = service_settings(small_url, big_url)
         servers = {}
         try:
-            servers["bare"] = start("bare", "bench.bare:app", workdir, {})
-            servers["small"] = start(
-                "small", "wsgi:app", workdir, {"DATABASE_URL": small_url, **off}
+            # Bare Flask: without an access log (the ceiling), and with the project's.
+            servers["bare"] = start("bare", "bench.bare:app", workdir, {}, config=BARE_CONFIG)
+            logged = {"BENCH_BARE_ACCESS_LOG": "on"}
+            servers["bare_logged"] = start(
+                "bare_logged", "bench.bare:app", workdir, logged, config=BARE_CONFIG
             )
-            servers["big"] = start("big", "wsgi:app", workdir, {"DATABASE_URL": big_url, **off})
-            # The production limits, with a per-key allowance wrk cannot spend: every request
-            # is counted, none refused.
-            limited = {"DATABASE_URL": small_url, "RATELIMIT_PER_KEY": "100000000/minute"}
-            servers["limited"] = start("limited", "wsgi:app", workdir, limited)
+            for name, env in settings.items():
+                servers[name] = start(name, "wsgi:app", workdir, env)
             yardstick, *plan = scenarios(small, big)
+            plan = [scenario for scenario in plan if scenario.server in servers]
             baseline = setting("BASELINE", "")
             if baseline:
-                for name, env in (
-                    ("small", {"DATABASE_URL": small_url, **off}),
-                    ("big", {"DATABASE_URL": big_url, **off}),
-                    ("limited", limited),
-                ):
+                for name in ("service", "big"):
                     servers[name + BASELINE] = start(
-                        name + BASELINE, "wsgi:app", workdir, env, Path(baseline).resolve()
+                        name + BASELINE,
+                        "wsgi:app",
+                        workdir,
+                        settings[name],
+                        Path(baseline).resolve(),
                     )
                 plan = with_baseline(plan)
             ready_bare(servers["bare"])

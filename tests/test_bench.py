@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import runpy
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,26 @@ def test_the_checks_scenarios_ask_forward_auth_and_introspection_with_the_reader
         "ak_reader",
     )
     assert json.loads(introspect.env()["BENCH_BODY"]) == {"token": "ak_reader"}
+
+
+def test_the_service_is_measured_as_make_run_serves_it(monkeypatch):
+    """Limits on in each worker's memory (none of their settings but unspendable
+    allowances), gunicorn.conf.py with its access log; limits off only on its own line."""
+    monkeypatch.setenv("BENCH_REDIS_URL", "redis://127.0.0.1:1/0")  # nothing answers there
+    settings = run.service_settings("sqlite:///small", "sqlite:///big")
+    assert set(settings) == {"service", "limits_off", "big"}
+    for name in ("service", "big"):
+        assert set(settings[name]) == {"DATABASE_URL", *run.UNSPENDABLE}
+    assert settings["limits_off"]["RATELIMIT_ENABLED"] == "false"
+
+
+def test_bare_flask_is_served_with_the_projects_settings_and_no_access_log(monkeypatch):
+    project = runpy.run_path(str(run.PROJECT / "gunicorn.conf.py"))
+    monkeypatch.delenv("BENCH_BARE_ACCESS_LOG", raising=False)
+    bare_settings = runpy.run_path(str(run.BARE_CONFIG))
+    assert project["accesslog"] == "-"
+    assert bare_settings["accesslog"] is None
+    assert bare_settings["workers"] == project["workers"]
+    assert bare_settings["logger_class"] == project["logger_class"]
+    monkeypatch.setenv("BENCH_BARE_ACCESS_LOG", "on")
+    assert runpy.run_path(str(run.BARE_CONFIG))["accesslog"] == "-"
