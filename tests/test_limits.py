@@ -258,3 +258,29 @@ def test_the_limits_count_in_redis_again_once_it_answers(
         assert list(counters.scan_iter(match="*RATELIMIT_PER_KEY*")), "not counted in Redis"
     finally:
         counters.close()
+
+
+def test_counting_in_memory_starts_no_thread(client, org):
+    """limits' MemoryStorage starts a timer thread 10 ms after each sweep while requests
+    come; the service's memory counts sweep in the request instead."""
+    before = threading.active_count()
+    for _ in range(3):
+        assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
+        assert threading.active_count() == before
+        time.sleep(0.02)  # MemoryStorage's timer would have run and ended
+    storage = client.application.extensions["limits"].storage
+    assert isinstance(storage, limits.MemoryCounts)
+    assert not storage.timer.is_alive()
+
+
+def test_memory_counts_restart_with_each_period_and_drop_ended_ones():
+    counts = limits.MemoryCounts()
+    assert [counts.incr("a", 0.05), counts.incr("a", 0.05)] == [1, 2]
+    assert counts.incr("b", 60) == 1
+    time.sleep(0.06)
+    assert counts.get("a") == 0
+    assert counts.incr("a", 0.05) == 1  # a new period
+    time.sleep(0.06)
+    counts.sweep_at = 0.0  # a sweep is due
+    counts.incr("c", 60)
+    assert set(counts.storage) == set(counts.expirations) == {"b", "c"}
