@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Flask
@@ -18,26 +18,8 @@ from app.leaks import views as leaks
 from app.mcp import views as mcp
 
 
-class ServiceFlask(Flask):
-    """Flask, remembering which hooks and views are plain functions: Flask asks it of each
-    one on every request (ensure_sync), and inspect's answer cost a GET 2.5% of its work
-    (bench/README.md)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._plain: set[Callable[..., Any]] = set()
-
-    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        if func in self._plain:
-            return func
-        synced = super().ensure_sync(func)
-        if synced is func:
-            self._plain.add(func)
-        return synced
-
-
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    app = ServiceFlask(__name__, instance_relative_config=True)
+    app = Flask(__name__, instance_relative_config=True)
     register_config(app, test_config)
     register_proxies(app)
     register_logging(app)

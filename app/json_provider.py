@@ -22,5 +22,4 @@ class CompactJSONProvider(DefaultJSONProvider):
             default=self.default,
             option=orjson.OPT_APPEND_NEWLINE,
         )
-        # application/json takes no charset: the content type is the mimetype as it is.
-        return self._app.response_class(body, content_type=self.mimetype)
+        return self._app.response_class(body, mimetype=self.mimetype)
