@@ -5,34 +5,15 @@ authenticate(); the keys blueprint's hook adds the managing-kind rule."""
 from __future__ import annotations
 
 from flask import Response, g, request
-from sqlalchemy import bindparam, select
 
-from app import credentials, keyformat, limits
+from app import credentials, keyformat, limits, queries
 from app.credentials import Caller
 from app.errors import ApiError
 from app.keys import service
-from app.models import ApiKey
-from app.reads import Read
 from app.scopes import MANAGING_KINDS, exceeding, to_names
 from app.timestamps import utcnow
 
 CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
-
-# SQLAlchemy Core on the model's table, built once: the ORM's execution machinery and
-# objects cost more than the lookup itself (see bench/README.md).
-_KEYS = ApiKey.__table__
-_BY_DIGEST = Read(
-    select(
-        _KEYS.c.id,
-        _KEYS.c.organization_id,
-        _KEYS.c.identifier,
-        _KEYS.c.kind,
-        _KEYS.c.scope_bits,
-        _KEYS.c.last_used,
-        _KEYS.c.expires_at,
-    ).where(_KEYS.c.digest == bindparam("digest"))
-)
-
 
 # How a key may be presented, as a 401 says it.
 WAYS = {
@@ -65,15 +46,13 @@ def found(key: str) -> tuple[Caller | None, bool]:
     """(the live key with this full value, its use recorded; whether it has expired):
     what authenticates now, for a request's own key and for a key another service checks
     (introspection)."""
-    row = _BY_DIGEST.first({"digest": keyformat.digest(key)})
-    if row is None:
+    holder = queries.holder(keyformat.digest(key))
+    if holder is None:
         return None, False
-    *found, last_used, expires_at = row
-    if expires_at is not None and expires_at <= utcnow():
+    if holder.expires_at is not None and holder.expires_at <= utcnow():
         return None, True
-    caller = Caller(*found)
-    service.record_use(caller.identifier, last_used)
-    return caller, False
+    service.record_use(holder.caller.identifier, holder.last_used)
+    return holder.caller, False
 
 
 def authenticate(

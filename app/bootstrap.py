@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 from flask import Flask
 
+from app import queries
 from app.database import upgrade_embedded
 from app.keys import service
 
@@ -25,7 +26,7 @@ def ensure_default_organization(app: Flask) -> bool:
     Several processes may race here; the unique organization name lets exactly one win.
     """
     with app.app_context():
-        if service.has_organization():
+        if queries.has_organization():
             return False
         try:
             _, keys = service.create_organization("default")

@@ -100,13 +100,19 @@ def flatten(messages: Mapping) -> dict[str, list[str]]:
     return flat
 
 
+def invalid(errors: Mapping[str, list[str]]) -> ApiError:
+    """A refused input: 422, naming each field and what is wrong with it. What a schema's
+    ValidationError becomes, and what the service raises for a rule that needs the stored
+    key (an update's kind and scopes)."""
+    detail = "The request is not valid: " + ", ".join(errors) + "."
+    return ApiError(422, "validation_error", detail, errors)
+
+
 def refusal_document(error: HTTPException | ValidationError) -> dict:
     """The problem body of a raised refusal: what an HTTP answer carries, and what an MCP
     tool's refused call carries as its structured content."""
-    if isinstance(error, ValidationError):  # a refused input: 422, naming each field
-        errors = flatten(error.normalized_messages())
-        detail = "The request is not valid: " + ", ".join(errors) + "."
-        return problem_document(422, "validation_error", detail, errors)
+    if isinstance(error, ValidationError):
+        error = invalid(flatten(error.normalized_messages()))
     status = error.code or 500
     code = getattr(error, "problem_code", None) or CODES.get(status, "error")
     said = isinstance(error, ApiError)  # descriptions written for users

@@ -58,3 +58,14 @@ def exceeding(bits: int, held: int) -> int:
 def is_immutable(kind: str) -> bool:
     """True for the kinds whose scopes cannot be changed."""
     return kind in FIXED
+
+
+def misfit(kind: str, bits: int) -> str | None:
+    """Why a key of `kind` cannot hold the scopes `bits`, or None when it can: a custom
+    key needs at least one scope; a key of a fixed kind holds exactly its own."""
+    if kind not in FIXED:
+        return None if bits else "A custom key needs at least one scope."
+    if bits != FIXED[kind]:
+        fixed = ", ".join(to_names(FIXED[kind]))
+        return f"The scopes of a {kind} key are fixed: omit them or give exactly [{fixed}]."
+    return None

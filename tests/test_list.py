@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from app import queries
 from app.keyformat import identifier_of
 from app.keys import service
 from tests.contract import KEY_FIELDS
@@ -183,7 +184,7 @@ def page_query(request, monkeypatch) -> None:
     """Each page query in turn: the plain one, and the one pages deep in a list use (for
     every page, here)."""
     if request.param == "deep":
-        monkeypatch.setattr(service, "DEEP_OFFSET", 0)
+        monkeypatch.setattr(queries, "DEEP_OFFSET", 0)
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 3, 4, 5])

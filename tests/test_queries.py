@@ -11,8 +11,8 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select
 
+from app import queries
 from app.extensions import db
-from app.keys import service
 from app.models import ApiKey
 
 
@@ -132,7 +132,7 @@ def test_a_filtered_count_reads_the_filtered_columns_index(app, org, filters, in
         if db.engine.dialect.name != "sqlite":
             pytest.skip("PostgreSQL plans by statistics: see bench/README.md")
         statement = select(func.count()).select_from(ApiKey.__table__)
-        statement = statement.where(service.matching(1, **arguments))
+        statement = statement.where(queries.matching(1, **arguments))
         sql = str(statement.compile(db.engine, compile_kwargs={"literal_binds": True}))
         with db.engine.begin() as connection:
             plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()

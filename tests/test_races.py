@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, update
 
-from app import bootstrap, create_app
+from app import bootstrap, create_app, queries
 from app.credentials import Caller
 from app.database import upgrade_embedded
 from app.errors import ApiError
@@ -24,7 +24,7 @@ def _caller(key: ApiKey) -> Caller:
     )
 
 
-def _deleted_meanwhile(make_key) -> tuple[Caller, service.Key]:
+def _deleted_meanwhile(make_key) -> tuple[Caller, queries.Key]:
     """A key read by this request, then deleted by another one (its own connection)."""
     full_key = make_key()
     stored = db.session.scalars(db.select(ApiKey).where(ApiKey.name == "test key")).one()
@@ -58,7 +58,7 @@ def test_delete_of_a_key_deleted_meanwhile_is_404(app, make_key):
             raise AssertionError("the second delete succeeded")
 
 
-def _changed_meanwhile(make_key, **columns) -> tuple[Caller, service.Key]:
+def _changed_meanwhile(make_key, **columns) -> tuple[Caller, queries.Key]:
     """A key read by this request, then changed by another one (its own connection)."""
     full_key = make_key(scopes=["site:read", "site:write"])
     stored = db.session.scalars(db.select(ApiKey).where(ApiKey.name == "test key")).one()
@@ -69,7 +69,7 @@ def _changed_meanwhile(make_key, **columns) -> tuple[Caller, service.Key]:
     return caller, key
 
 
-def _stored(key: service.Key) -> ApiKey:
+def _stored(key: queries.Key) -> ApiKey:
     db.session.expire_all()
     return db.session.get(ApiKey, key.id)
 
@@ -96,7 +96,7 @@ def test_a_rescope_keeps_the_name_another_request_gave_meanwhile(app, make_key):
 def test_bootstrap_that_loses_the_race_makes_nothing_and_prints_nothing(
     app, org, monkeypatch, capsys
 ):
-    monkeypatch.setattr(service, "has_organization", lambda: False)
+    monkeypatch.setattr(queries, "has_organization", lambda: False)
     with app.app_context():
         service.create_organization("default")
     assert bootstrap.ensure_default_organization(app) is False

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from flask import has_request_context
-from sqlalchemy import func, select
 
-from app import keyformat, limits
+from app import keyformat, limits, queries
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
-from app.models import AuditEvent, Organization
+from app.models import AuditEvent
+from app.queries import Page
 from app.scopes import ALL
 from app.timestamps import utcnow
 
@@ -54,13 +54,6 @@ def record(
     )
 
 
-class Page(NamedTuple):
-    page: int
-    page_size: int
-    total_count: int
-    data: list[AuditEvent]
-
-
 def list_events(
     caller: Caller,
     page: int,
@@ -75,32 +68,13 @@ def list_events(
         raise ApiError(
             403, "forbidden", "Only a key that holds every scope may read the audit log."
         )
-    criteria = [AuditEvent.organization_id == caller.organization_id]
-    if target is not None:
-        criteria.append(AuditEvent.target == target)
-    if action is not None:
-        criteria.append(AuditEvent.action == action)
-    if since is not None:
-        criteria.append(AuditEvent.at >= since)
-    total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*criteria))
-    offset = (page - 1) * page_size
-    events: list[AuditEvent] = []
-    if offset < total:  # a page past the end asks nothing (nor an offset past 64 bits)
-        query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id.desc())
-        events = list(db.session.scalars(query.offset(offset).limit(page_size)))
-    return Page(page, page_size, total, events)
+    return queries.events_page(caller.organization_id, page, page_size, target, action, since)
 
 
 def exported(organization_name: str, since: datetime | None = None) -> Iterator[AuditEvent]:
     """An organization's events, oldest first, for log pipelines (the operator's CLI);
     LookupError for an unknown organization."""
-    organization_id = db.session.scalar(
-        select(Organization.id).where(Organization.name == organization_name)
-    )
+    organization_id = queries.organization_id(organization_name)
     if organization_id is None:
         raise LookupError(f'no organization is named "{organization_name}"')
-    criteria = [AuditEvent.organization_id == organization_id]
-    if since is not None:
-        criteria.append(AuditEvent.at >= since)
-    query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id)
-    yield from db.session.scalars(query.execution_options(yield_per=500))
+    return queries.events_since(organization_id, since)

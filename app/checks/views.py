@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from app import auth, keyformat, limits
+from app import auth, keyformat, limits, queries
 from app.checks import schemas
 from app.keys import service
 from app.request_body import form_or_json_object
@@ -38,7 +38,7 @@ def forward_auth():
             "X-Api-Key-Id": caller.identifier,
             "X-Api-Key-Kind": caller.kind,
             "X-Api-Key-Scopes": " ".join(to_names(caller.scope_bits)),
-            "X-Api-Key-Organization": service.organization_name(caller.organization_id),
+            "X-Api-Key-Organization": queries.organization_name(caller.organization_id),
         },
     )
 

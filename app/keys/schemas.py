@@ -20,8 +20,8 @@ from marshmallow import (
 )
 
 from app import keyformat
-from app.keys.service import ACTIVE, EXPIRED
-from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, is_immutable, to_bits, to_names
+from app.queries import ACTIVE, EXPIRED
+from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
 from app.timestamps import utcnow
 
 # Sent back by clients that echo what they read; ignored on input.
@@ -118,15 +118,10 @@ class CreateKey(_KeyInput):
     @validates_schema
     def scopes_fit_kind(self, data: dict, **kwargs: Any) -> None:
         kind, scopes = data["kind"], data.get("scopes")
-        if kind == CUSTOM:
-            if not scopes:
-                raise ValidationError("A custom key needs at least one scope.", "scopes")
-        elif scopes is not None and to_bits(scopes) != FIXED[kind]:
-            fixed = ", ".join(to_names(FIXED[kind]))
-            raise ValidationError(
-                f"The scopes of a {kind} key are fixed: omit them or give exactly [{fixed}].",
-                "scopes",
-            )
+        bits = FIXED.get(kind, 0) if scopes is None else to_bits(scopes)
+        problem = misfit(kind, bits)
+        if problem:
+            raise ValidationError(problem, "scopes")
 
     @post_load
     def fold_scopes(self, data: dict, **kwargs: Any) -> dict:

@@ -1,4 +1,5 @@
-"""The rules of the spec and the contract; the only code that writes keys.
+"""The rules of the spec and the contract; the only code that writes keys. Its reads are
+app/queries.py's.
 
 Every function takes the organization explicitly (the caller's, or the operator's choice
 in the CLI): no query runs without it.
@@ -7,122 +8,36 @@ in the CLI): no query runs without it.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from flask import current_app
-from marshmallow import ValidationError
-from sqlalchemy import (
-    ColumnElement,
-    Select,
-    and_,
-    bindparam,
-    case,
-    delete,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import and_, bindparam, case, delete, update
 from sqlalchemy.exc import IntegrityError
 
-from app import audit, keyformat
+from app import audit, keyformat, queries
 from app.credentials import Caller
-from app.errors import ApiError
+from app.errors import ApiError, invalid
 from app.extensions import db
-from app.models import ApiKey, KeyCount, Organization
-from app.reads import Read
+from app.models import ApiKey, Organization
+from app.queries import Key, Page
 from app.scopes import (
-    CUSTOM,
     FIXED,
     SDK_INTEGRATION,
     TELEMETRY,
     exceeding,
     is_immutable,
+    misfit,
     to_names,
 )
-from app.timestamps import TICK, as_shown, from_iso, iso, seconds_since, utcnow
+from app.timestamps import TICK, from_iso, iso, seconds_since, utcnow
 
-# The states a key may be listed by (`state=`).
-ACTIVE, EXPIRED = "active", "expired"
 # The keys every new organization starts with: (name, kind).
 STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
 
-
-class Key(NamedTuple):
-    """A key as reads return it: the row, not an ORM object (cheaper to build, by half),
-    with its times as shown (timestamps.iso)."""
-
-    id: int
-    identifier: str
-    name: str
-    kind: str
-    scope_bits: int
-    created: str
-    updated: str
-    last_used: str | None
-    expires_at: str | None
-    created_by: str | None  # the identifier of the key that made it; None: the operator
-
-
-class Page(NamedTuple):
-    page: int
-    page_size: int
-    total_count: int
-    data: list[Key]
-
-
-# Reads are SQLAlchemy Core statements on the models' table, built once: no ORM objects,
-# no statement construction per request (see bench/README.md).
-_KEYS = ApiKey.__table__
-_IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
-_TIMES = ("created", "updated", "last_used", "expires_at")
-_KEY = select(
-    *(
-        as_shown(_KEYS.c[name]).label(name) if name in _TIMES else _KEYS.c[name]
-        for name in Key._fields
-    )
-)
-_BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
-_BY_IDENTIFIER = Read(_KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION))
-_ORDER = (_KEYS.c.created, _KEYS.c.identifier)
-_WITH_KIND = _KEYS.c.kind == bindparam("kind")
-# The total of a page: one row per kind, kept by the database (models.KeyCount).
-_COUNTED = KeyCount.__table__
-_COUNT = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
-    _COUNTED.c.organization_id == bindparam("organization_id")
-)
-_COUNTS = {False: Read(_COUNT), True: Read(_COUNT.where(_COUNTED.c.kind == bindparam("kind")))}
-_ORGANIZATIONS = Organization.__table__
-_ORGANIZATION_NAME = Read(
-    select(_ORGANIZATIONS.c.name).where(_ORGANIZATIONS.c.id == bindparam("id"))
-)
-
-
-def _page(*criteria: Any, deep: bool) -> Select:
-    """A page of keys in list order. A deep page takes its keys' ids from the listing
-    index first, then reads those rows: what it skips are index entries, not table rows
-    (half the time 25,000 keys in; a little more than the plain query near the start,
-    hence both, bench/README.md)."""
-
-    def in_order(*columns: Any) -> Select:
-        query = select(*columns).where(*criteria).order_by(*_ORDER)
-        return query.offset(bindparam("offset")).limit(bindparam("limit"))
-
-    if not deep:
-        return in_order(*_KEY.selected_columns)
-    return _KEY.where(_KEYS.c.id.in_(in_order(_KEYS.c.id).scalar_subquery())).order_by(*_ORDER)
-
-
-# Pages starting this far in skip their rows through the index alone.
-DEEP_OFFSET = 1_000
-_PAGES = {
-    (kind, deep): Read(_page(*criteria, deep=deep))
-    for kind, criteria in ((False, (_IN_ORGANIZATION,)), (True, (_IN_ORGANIZATION, _WITH_KIND)))
-    for deep in (False, True)
-}
 # Writes name a key by its identifier, never by its id: SQLite gives a deleted row's id to
 # the next key made, so a write meant for a key another request has just deleted (or
 # rotated) would land on that request's new key.
+_KEYS = ApiKey.__table__
 _UPDATE = update(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
 _RECORD_USE = _UPDATE.values(last_used=bindparam("now"))
 
@@ -151,88 +66,24 @@ def _require_power_over(caller: Caller, key: Key) -> None:
         raise ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
 
 
-def organization_name(organization_id: int) -> str:
-    """The name of the organization (forward auth's X-Api-Key-Organization, on every check)."""
-    ((name,),) = _ORGANIZATION_NAME.rows({"id": organization_id})
-    return name
-
-
 def find_key(caller: Caller, reference: str) -> Key:
     """The caller's organization's key named by `reference` (its full value, identifier or
     `<identifier>...`); 404 for any other."""
-    row = None
-    organization_id = caller.organization_id
+    key = None
     if keyformat.is_full_key(reference):
-        parameters = {"digest": keyformat.digest(reference), "organization_id": organization_id}
-        row = _BY_DIGEST.first(parameters)
+        key = queries.key_by_digest(caller.organization_id, keyformat.digest(reference))
     else:
         identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
         if keyformat.is_identifier(identifier):
-            parameters = {"identifier": identifier, "organization_id": organization_id}
-            row = _BY_IDENTIFIER.first(parameters)
-    if row is None:
+            key = queries.key_by_identifier(caller.organization_id, identifier)
+    if key is None:
         raise _not_found()
-    return Key._make(row)
+    return key
 
 
-def matching(
-    organization_id: int, kind: str | None, state: str | None, unused_since: datetime | None
-) -> ColumnElement[bool]:
-    """The organization's keys of `kind`, in `state`, unused since `unused_since` (each
-    when given): what ix_api_keys_expiry and ix_api_keys_last_used serve."""
-    now = utcnow()
-    criteria = [_KEYS.c.organization_id == organization_id]
-    if kind is not None:
-        criteria.append(_KEYS.c.kind == kind)
-    if state == ACTIVE:
-        criteria.append(or_(_KEYS.c.expires_at.is_(None), _KEYS.c.expires_at > now))
-    elif state == EXPIRED:
-        criteria.append(_KEYS.c.expires_at <= now)
-    if unused_since is not None:
-        criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
-    return and_(*criteria)
-
-
-def _filtered(
-    caller: Caller,
-    page: int,
-    page_size: int,
-    kind: str | None,
-    state: str | None,
-    unused_since: datetime | None,
-) -> Page:
-    """A page of the keys that match `state` and/or `unused_since` (and `kind`): counted
-    with count(*) over the organization's index of the filtered column."""
-    where = matching(caller.organization_id, kind, state, unused_since)
-    total = db.session.scalar(select(func.count()).select_from(_KEYS).where(where))
-    offset = (page - 1) * page_size
-    data: list[Key] = []
-    if offset < total:  # a page past the end asks nothing (nor an offset past 64 bits)
-        query = _KEY.where(where).order_by(*_ORDER).offset(offset).limit(page_size)
-        data = [Key._make(row) for row in db.session.execute(query)]
-    return Page(page, page_size, total, data)
-
-
-def list_keys(
-    caller: Caller,
-    page: int,
-    page_size: int,
-    kind: str | None = None,
-    state: str | None = None,
-    unused_since: datetime | None = None,
-) -> Page:
-    """One page, oldest first, ties by identifier: one count and one page query."""
-    if state is not None or unused_since is not None:
-        return _filtered(caller, page, page_size, kind, state, unused_since)
-    parameters: dict[str, Any] = {"organization_id": caller.organization_id, "kind": kind}
-    ((total,),) = _COUNTS[kind is not None].rows(parameters)
-    offset = (page - 1) * page_size
-    data: list[Key] = []
-    if offset < total:
-        parameters |= {"offset": offset, "limit": page_size}
-        query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
-        data = [Key._make(row) for row in query.rows(parameters)]
-    return Page(page, page_size, total, data)
+def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page:
+    """One page of the caller's organization's keys (queries.keys_page)."""
+    return queries.keys_page(caller.organization_id, page, page_size, **filters)
 
 
 def _add_key(
@@ -310,10 +161,11 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
 def update_key(caller: Caller, key: Key, data: dict) -> Key:
     """Rename and/or rescope a key; refusals in the contract's order (422, 403, 409)."""
     if data.get("kind", key.kind) != key.kind:
-        raise ValidationError("The kind of a key cannot be changed.", "kind")
+        raise invalid({"kind": ["The kind of a key cannot be changed."]})
     scope_bits = data.get("scope_bits", key.scope_bits)
-    if key.kind == CUSTOM and not scope_bits:
-        raise ValidationError("A custom key needs at least one scope.", "scopes")
+    problem = None if is_immutable(key.kind) else misfit(key.kind, scope_bits)
+    if problem:  # a fixed kind's scopes are refused below, as immutable (409)
+        raise invalid({"scopes": [problem]})
     _require_power_over(caller, key)
     excess = exceeding(scope_bits, caller.scope_bits)
     if excess:
@@ -459,9 +311,7 @@ def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]
 
 def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     """The operator's key: any kind and scopes, in an existing organization."""
-    organization_id = db.session.scalar(
-        select(Organization.id).where(Organization.name == organization_name)
-    )
+    organization_id = queries.organization_id(organization_name)
     if organization_id is None:
         raise OrganizationError(f'no organization is named "{organization_name}"')
     created = _add_key(
@@ -474,8 +324,3 @@ def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     )
     db.session.commit()
     return created
-
-
-def has_organization() -> bool:
-    """True once any organization exists."""
-    return db.session.scalar(select(Organization.id).limit(1)) is not None

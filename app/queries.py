@@ -1,0 +1,229 @@
+"""Every read the service makes, each behind a named function: the key a request presents,
+a key of an organization, a page of keys with its total, an organization, the audit log.
+The writes are elsewhere: keys in app/keys/service.py, events in app/audit.
+
+The reads on a request's path (authentication, a key, a list page) are SQLAlchemy Core
+statements built once here and run by app/reads.py: no ORM objects, no statement built per
+request (the table of tricks in bench/README.md). The rest go through db.session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select
+
+from app.credentials import Caller
+from app.extensions import db
+from app.models import ApiKey, AuditEvent, KeyCount, Organization
+from app.reads import Read
+from app.timestamps import as_shown, utcnow
+
+# The states a key may be listed by (`state=`).
+ACTIVE, EXPIRED = "active", "expired"
+# Pages starting this far in skip their rows through the index alone (_page).
+DEEP_OFFSET = 1_000
+
+
+class Key(NamedTuple):
+    """A key as reads return it: the row, not an ORM object (cheaper to build, by half),
+    with its times as shown (timestamps.iso)."""
+
+    id: int
+    identifier: str
+    name: str
+    kind: str
+    scope_bits: int
+    created: str
+    updated: str
+    last_used: str | None
+    expires_at: str | None
+    created_by: str | None  # the identifier of the key that made it; None: the operator
+
+
+class Page(NamedTuple):
+    """A page of keys or of audit events, and how many there are in all."""
+
+    page: int
+    page_size: int
+    total_count: int
+    data: list
+
+
+class Holder(NamedTuple):
+    """What authentication reads of the key a request presents."""
+
+    caller: Caller
+    last_used: datetime | None
+    expires_at: datetime | None
+
+
+_KEYS = ApiKey.__table__
+_COUNTED = KeyCount.__table__
+_ORGANIZATIONS = Organization.__table__
+_IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
+_TIMES = ("created", "updated", "last_used", "expires_at")
+_KEY = select(
+    *(
+        as_shown(_KEYS.c[name]).label(name) if name in _TIMES else _KEYS.c[name]
+        for name in Key._fields
+    )
+)
+_ORDER = (_KEYS.c.created, _KEYS.c.identifier)
+
+_HOLDER = Read(
+    select(
+        *(_KEYS.c[name] for name in Caller._fields), _KEYS.c.last_used, _KEYS.c.expires_at
+    ).where(_KEYS.c.digest == bindparam("digest"))
+)
+_BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
+_BY_IDENTIFIER = Read(_KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION))
+# The total of a page: one row per kind, kept by the database (models.KeyCount).
+_TOTAL = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
+    _COUNTED.c.organization_id == bindparam("organization_id")
+)
+_TOTALS = {False: Read(_TOTAL), True: Read(_TOTAL.where(_COUNTED.c.kind == bindparam("kind")))}
+_ORGANIZATION_NAME = Read(
+    select(_ORGANIZATIONS.c.name).where(_ORGANIZATIONS.c.id == bindparam("id"))
+)
+
+
+def _page(*criteria: Any, deep: bool) -> Select:
+    """A page of keys in list order. A deep page takes its keys' ids from the listing
+    index first, then reads those rows: what it skips are index entries, not table rows
+    (half the time 25,000 keys in; a little more than the plain query near the start,
+    hence both)."""
+
+    def in_order(*columns: Any) -> Select:
+        query = select(*columns).where(*criteria).order_by(*_ORDER)
+        return query.offset(bindparam("offset")).limit(bindparam("limit"))
+
+    if not deep:
+        return in_order(*_KEY.selected_columns)
+    return _KEY.where(_KEYS.c.id.in_(in_order(_KEYS.c.id).scalar_subquery())).order_by(*_ORDER)
+
+
+_PAGES = {
+    (kind, deep): Read(_page(*criteria, deep=deep))
+    for kind, criteria in (
+        (False, (_IN_ORGANIZATION,)),
+        (True, (_IN_ORGANIZATION, _KEYS.c.kind == bindparam("kind"))),
+    )
+    for deep in (False, True)
+}
+
+
+def holder(digest: bytes) -> Holder | None:
+    """The key with this digest, in whichever organization: what authenticates."""
+    row = _HOLDER.first({"digest": digest})
+    return None if row is None else Holder(Caller(*row[:-2]), *row[-2:])
+
+
+def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
+    row = _BY_DIGEST.first({"digest": digest, "organization_id": organization_id})
+    return None if row is None else Key._make(row)
+
+
+def key_by_identifier(organization_id: int, identifier: str) -> Key | None:
+    row = _BY_IDENTIFIER.first({"identifier": identifier, "organization_id": organization_id})
+    return None if row is None else Key._make(row)
+
+
+def matching(
+    organization_id: int, kind: str | None, state: str | None, unused_since: datetime | None
+) -> ColumnElement[bool]:
+    """The organization's keys of `kind`, in `state`, unused since `unused_since` (each
+    when given): what ix_api_keys_expiry and ix_api_keys_last_used serve."""
+    now = utcnow()
+    criteria = [_KEYS.c.organization_id == organization_id]
+    if kind is not None:
+        criteria.append(_KEYS.c.kind == kind)
+    if state == ACTIVE:
+        criteria.append(or_(_KEYS.c.expires_at.is_(None), _KEYS.c.expires_at > now))
+    elif state == EXPIRED:
+        criteria.append(_KEYS.c.expires_at <= now)
+    if unused_since is not None:
+        criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
+    return and_(*criteria)
+
+
+def keys_page(
+    organization_id: int,
+    page: int,
+    page_size: int,
+    kind: str | None = None,
+    state: str | None = None,
+    unused_since: datetime | None = None,
+) -> Page:
+    """One page of the organization's keys, oldest first, ties by identifier: one total
+    and one page query; a page past the end asks only for the total (nor sends an offset
+    past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
+    by state or use, count(*) over the index of the filtered column."""
+    offset = (page - 1) * page_size
+    data: list[Key] = []
+    if state is None and unused_since is None:
+        parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
+        ((total,),) = _TOTALS[kind is not None].rows(parameters)
+        if offset < total:
+            parameters |= {"offset": offset, "limit": page_size}
+            query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
+            data = [Key._make(row) for row in query.rows(parameters)]
+        return Page(page, page_size, total, data)
+    where = matching(organization_id, kind, state, unused_since)
+    total = db.session.scalar(select(func.count()).select_from(_KEYS).where(where))
+    if offset < total:
+        query = _KEY.where(where).order_by(*_ORDER).offset(offset).limit(page_size)
+        data = [Key._make(row) for row in db.session.execute(query)]
+    return Page(page, page_size, total, data)
+
+
+def organization_name(organization_id: int) -> str:
+    """The name of the organization (forward auth's X-Api-Key-Organization, on every check)."""
+    ((name,),) = _ORGANIZATION_NAME.rows({"id": organization_id})
+    return name
+
+
+def organization_id(name: str) -> int | None:
+    return db.session.scalar(select(Organization.id).where(Organization.name == name))
+
+
+def has_organization() -> bool:
+    """True once any organization exists; reads a real table, so that the health check
+    does not call a database without its schema healthy."""
+    return db.session.scalar(select(Organization.id).limit(1)) is not None
+
+
+def events_page(
+    organization_id: int,
+    page: int,
+    page_size: int,
+    target: str | None = None,
+    action: str | None = None,
+    since: datetime | None = None,
+) -> Page:
+    """A page of the organization's audit events, newest first."""
+    criteria = [AuditEvent.organization_id == organization_id]
+    if target is not None:
+        criteria.append(AuditEvent.target == target)
+    if action is not None:
+        criteria.append(AuditEvent.action == action)
+    if since is not None:
+        criteria.append(AuditEvent.at >= since)
+    total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*criteria))
+    offset = (page - 1) * page_size
+    events: list[AuditEvent] = []
+    if offset < total:
+        query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id.desc())
+        events = list(db.session.scalars(query.offset(offset).limit(page_size)))
+    return Page(page, page_size, total, events)
+
+
+def events_since(organization_id: int, since: datetime | None) -> Iterator[AuditEvent]:
+    """The organization's audit events, oldest first, 500 rows at a time."""
+    criteria = [AuditEvent.organization_id == organization_id]
+    if since is not None:
+        criteria.append(AuditEvent.at >= since)
+    query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id)
+    yield from db.session.scalars(query.execution_options(yield_per=500))
