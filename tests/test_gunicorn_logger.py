@@ -14,8 +14,8 @@ from urllib.parse import unquote
 from gunicorn.config import Config
 
 from app.gunicorn_logger import LINE, GunicornLogger
+from tests.processes import PROJECT
 
-PROJECT = Path(__file__).resolve().parent.parent
 KEY = "ak_DVIJcZUXMfmeznSOa3WWtlPqvGQLz9P377d76K01pTtI0KIp3P"
 EVERYTHING = "%(u)s|%({authorization}i)s|%({http_authorization}e)s|%(r)s|%(U)s|%(q)s|%(s)s"
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -22,14 +19,12 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from app.config import ENVIRONMENT
 from app.database import SchemaNotCurrent, require_current_schema, upgrade, upgrade_embedded
 from app.extensions import db
 from tests.databases import needs_postgresql
+from tests.processes import PROJECT, run_flask, service_env
 
-PROJECT = Path(__file__).resolve().parent.parent
 MIGRATIONS = PROJECT / "migrations"
-FLASK = Path(sys.executable).parent / "flask"
 TABLES = {"organizations", "api_keys"}
 
 # Keys as the first revision's code made them (literal values, so that a later change of
@@ -167,18 +162,7 @@ def test_flask_db_upgrade_builds_the_schema_of_an_empty_database(
 def test_flask_app_db_upgrade_command_builds_the_schema(new_database):
     """The documented command itself, in a process of its own."""
     database = new_database()
-    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-    env["DATABASE_URL"] = database
-    completed = subprocess.run(
-        [str(FLASK), "--app", "app", "db", "upgrade"],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
+    run_flask(service_env(DATABASE_URL=database), "db", "upgrade")
     assert_current(database)
 
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,11 +23,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.config import ENVIRONMENT
 from tests.databases import drop_database, new_database_url
+from tests.processes import BIN, PROJECT, run_flask, service_env
 
-PROJECT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 START_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 10.0
 # gunicorn.conf.py's post_worker_init prints this once a worker has loaded wsgi:app
@@ -145,27 +141,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def run_flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    completed = subprocess.run(
-        [str(BIN / "flask"), "--app", "app", *args],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return completed
-
-
 def launch(run: Path, workers: int = 3, env: dict[str, str] | None = None) -> Server:
     """Start gunicorn on a fresh, empty database, keeping its files in the folder `run`;
     the caller stops it and drops its database."""
     run.mkdir()
     database = new_database_url(run, "x.sqlite3")
-    server_env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-    server_env |= {"DATABASE_URL": database, "PYTHONUNBUFFERED": "1", **(env or {})}
+    server_env = service_env(**{"DATABASE_URL": database, "PYTHONUNBUFFERED": "1", **(env or {})})
     if not database.startswith("sqlite"):
         run_flask(server_env, "db", "upgrade")
     port = free_port()

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from app import keyformat
-from tests.server.conftest import PROJECT, Server, free_port
+from tests.processes import PROJECT
+from tests.server.conftest import Server, free_port
 from tests.server.test_gunicorn import printed_keys, sdk_key
 
 NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from app import keyformat
-from tests.server.conftest import BIN, Server, launch, stop
+from tests.processes import BIN
+from tests.server.conftest import Server, launch, stop
 from tests.server.test_gunicorn import sdk_key
 
 PACKAGE = "api_keys_service_client"

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-from app.config import ENVIRONMENT
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
-from tests.server.conftest import BIN, PROJECT, READY, free_port
+from tests.processes import BIN, run, service_env
+from tests.server.conftest import READY, free_port
 
 WORKERS = 3
 
@@ -158,18 +157,8 @@ def test_importing_wsgi_builds_the_application_and_touches_no_database(tmp_path)
     """The first start is gunicorn's on_starting (or `flask first-start`), never an import:
     importing wsgi.py forks nothing and neither migrates nor creates anything."""
     database = tmp_path / "untouched.sqlite3"
-    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-    env["DATABASE_URL"] = f"sqlite:///{database}"
-    probe = "import os, wsgi; print(wsgi.app.name, os.getpid())"
-    completed = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    env = service_env(DATABASE_URL=f"sqlite:///{database}")
+    completed = run([sys.executable, "-c", "import wsgi; print(wsgi.app.name)"], env)
     assert completed.stdout.split()[0] == "app"
     assert not database.exists()
     assert FULL_KEY_CANDIDATE.findall(completed.stdout + completed.stderr) == []
@@ -179,17 +168,9 @@ def test_a_first_start_that_fails_stops_gunicorn_with_its_message(tmp_path):
     """A database file that cannot be made: gunicorn exits before any worker, saying why."""
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
-    env["DATABASE_URL"] = f"sqlite:///{blocked}/keys.sqlite3"  # a folder inside a file
-    completed = subprocess.run(
-        [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{free_port()}", "wsgi:app"],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    env = service_env(DATABASE_URL=f"sqlite:///{blocked}/keys.sqlite3")  # a folder in a file
+    gunicorn = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{free_port()}", "wsgi:app"]
+    completed = run(gunicorn, env, check=False)
     assert completed.returncode != 0
     assert READY not in completed.stderr
     assert "a-file" in completed.stderr

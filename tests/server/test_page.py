@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import PROJECT, Server, launch, stop
+from tests.processes import PROJECT
+from tests.server.conftest import Server, launch, stop
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is a dev dependency: make install"
