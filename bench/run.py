@@ -224,7 +224,7 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario("forward_auth", "service", FORWARD_AUTH, "auth.lua", reader, expect=204),
         Scenario("introspect", "service", "/api/introspect", "post.lua", reader, body=checked),
         Scenario("unauthenticated_401", "service", get, expect=401),
-        Scenario("mcp_get_key", "service", "/mcp", "mcp.lua", reader, body=mcp_get),
+        Scenario("mcp_get_key", "mcp", "/mcp", "mcp.lua", reader, body=mcp_get),
         Scenario("get_big", "big", f"/api/keys/{big.read_target}", "auth.lua", big.reader),
         Scenario("deep_list_50_big", "big", deep, "auth.lua", big.reader),
         Scenario("unused_since_50_big", "big", stale, "auth.lua", big.reader),
@@ -273,9 +273,12 @@ def redis_url() -> str | None:
 
 
 def service_settings(small_url: str, big_url: str) -> dict[str, dict[str, str]]:
-    """Each service server's environment, by name: the Redis one only when Redis answers."""
+    """Each service server's environment, by name: the Redis one only when Redis answers.
+    `mcp` is `service` again, for /mcp alone: a worker that serves /mcp loads the MCP SDK
+    (about 40 MB), and `service`'s peak RSS is that of a worker that never does."""
     settings = {
         "service": {"DATABASE_URL": small_url, **UNSPENDABLE},
+        "mcp": {"DATABASE_URL": small_url, **UNSPENDABLE},
         "limits_off": {"DATABASE_URL": small_url, "RATELIMIT_ENABLED": "false"},
         "big": {"DATABASE_URL": big_url, **UNSPENDABLE},
     }

@@ -121,7 +121,8 @@ def test_the_service_is_measured_as_make_run_serves_it(monkeypatch):
     allowances), gunicorn.conf.py with its access log; limits off only on its own line."""
     monkeypatch.setenv("BENCH_REDIS_URL", "redis://127.0.0.1:1/0")  # nothing answers there
     settings = run.service_settings("sqlite:///small", "sqlite:///big")
-    assert set(settings) == {"service", "limits_off", "big"}
+    assert set(settings) == {"service", "mcp", "limits_off", "big"}
+    assert settings["mcp"] == settings["service"]  # its own workers: their RSS apart
     for name in ("service", "big"):
         assert set(settings[name]) == {"DATABASE_URL", *run.UNSPENDABLE}
     assert settings["limits_off"]["RATELIMIT_ENABLED"] == "false"
