@@ -19,10 +19,16 @@ def service_env(**settings: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ENVIRONMENT} | settings
 
 
-def run(command: list[str], env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
-    """`command` run to its end (at most a minute); with `check`, it must succeed."""
+def run(
+    command: list[str],
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess:
+    """`command` run to its end, with `env` (None: this process's); with `check`, it must
+    succeed."""
     completed = subprocess.run(
-        command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60, check=False
+        command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     if check:
         assert completed.returncode == 0, completed.stderr

@@ -7,7 +7,6 @@ through a real gunicorn."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ from app.keys import service
 from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
 from app.mcp import server as mcp_server
 from app.scopes import KINDS, SCOPES
+from tests.processes import run
 
 ACCEPT = "application/json, text/event-stream"
 PAST = "2000-01-01T00:00:00Z"
@@ -702,12 +702,5 @@ print(bool(sdk_modules()))
 
 def test_only_a_worker_that_serves_mcp_imports_the_sdk(tmp_path):
     url = f"sqlite:///{tmp_path / 'x.sqlite3'}"
-    completed = subprocess.run(
-        [sys.executable, "-c", SERVE_REST_ONLY, url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
+    completed = run([sys.executable, "-c", SERVE_REST_ONLY, url], timeout=120)
     assert completed.stdout.split() == ["[]", "True"]

@@ -3,8 +3,9 @@ imported when migrations run, and `flask db` is still there for the operator."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
+
+from tests.processes import run
 
 SERVE_WITHOUT_MIGRATING = """
 import sys
@@ -21,14 +22,7 @@ print(loaded)
 
 def test_serving_requests_imports_no_migration_code(tmp_path):
     url = f"sqlite:///{tmp_path / 'x.sqlite3'}"
-    completed = subprocess.run(
-        [sys.executable, "-c", SERVE_WITHOUT_MIGRATING, url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
+    completed = run([sys.executable, "-c", SERVE_WITHOUT_MIGRATING, url])
     assert completed.stdout.strip() == "[]"
 
 

@@ -54,21 +54,14 @@ def record(
     )
 
 
-def list_events(
-    caller: Caller,
-    page: int,
-    page_size: int,
-    target: str | None = None,
-    action: str | None = None,
-    since: datetime | None = None,
-) -> Page:
+def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page:
     """The caller's organization's events, newest first; only a key that holds every
     scope may read them (the log names every key and who changed it)."""
     if caller.scope_bits != ALL:
         raise ApiError(
             403, "forbidden", "Only a key that holds every scope may read the audit log."
         )
-    return queries.events_page(caller.organization_id, page, page_size, target, action, since)
+    return queries.events_page(caller.organization_id, page, page_size, **filters)
 
 
 def exported(organization_name: str, since: datetime | None = None) -> Iterator[AuditEvent]:
