@@ -2,16 +2,18 @@
 a key of an organization, a page of keys with its total, an organization, the audit log.
 The writes are elsewhere: keys in app/keys/service.py, events in app/audit.
 
-The reads on a request's path (authentication, a key, a list page) are SQLAlchemy Core
-statements built once here and run by app/reads.py: no ORM objects, no statement built per
-request (the table of tricks in bench/README.md). The rest go through db.session.
+The reads on a request's path (authentication, a key, an unfiltered list page and its
+total, forward auth's organization name) are SQLAlchemy Core statements built once here
+and run by app/reads.py: no ORM objects, no statement built per request (the table of
+tricks in bench/README.md). The rest (lists filtered by state or use, the operator's
+lookups, the audit log) go through db.session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select
 
@@ -21,6 +23,7 @@ from app.models import ApiKey, AuditEvent, KeyCount, Organization
 from app.reads import Read
 from app.timestamps import as_shown, utcnow
 
+T = TypeVar("T")
 # The states a key may be listed by (`state=`).
 ACTIVE, EXPIRED = "active", "expired"
 # Pages starting this far in skip their rows through the index alone (_page).
@@ -43,13 +46,13 @@ class Key(NamedTuple):
     created_by: str | None  # the identifier of the key that made it; None: the operator
 
 
-class Page(NamedTuple):
+class Page(NamedTuple, Generic[T]):
     """A page of keys or of audit events, and how many there are in all."""
 
     page: int
     page_size: int
     total_count: int
-    data: list
+    data: list[T]
 
 
 class Holder(NamedTuple):
@@ -156,7 +159,7 @@ def keys_page(
     kind: str | None = None,
     state: str | None = None,
     unused_since: datetime | None = None,
-) -> Page:
+) -> Page[Key]:
     """One page of the organization's keys, oldest first, ties by identifier: one total
     and one page query; a page past the end asks only for the total (nor sends an offset
     past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
@@ -202,7 +205,7 @@ def events_page(
     target: str | None = None,
     action: str | None = None,
     since: datetime | None = None,
-) -> Page:
+) -> Page[AuditEvent]:
     """A page of the organization's audit events, newest first."""
     criteria = [AuditEvent.organization_id == organization_id]
     if target is not None:
@@ -214,7 +217,7 @@ def events_page(
     total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*criteria))
     offset = (page - 1) * page_size
     events: list[AuditEvent] = []
-    if offset < total:
+    if offset < total:  # a page past the end asks nothing (nor an offset past 64 bits)
         query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id.desc())
         events = list(db.session.scalars(query.offset(offset).limit(page_size)))
     return Page(page, page_size, total, events)

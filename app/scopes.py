@@ -61,8 +61,8 @@ def is_immutable(kind: str) -> bool:
 
 
 def misfit(kind: str, bits: int) -> str | None:
-    """Why a key of `kind` cannot hold the scopes `bits`, or None when it can: a custom
-    key needs at least one scope; a key of a fixed kind holds exactly its own."""
+    """Why a key of `kind` cannot hold the scopes `bits`, or None when it can: a key of a
+    fixed kind holds exactly its own; the one other kind, custom, needs at least one."""
     if kind not in FIXED:
         return None if bits else "A custom key needs at least one scope."
     if bits != FIXED[kind]:

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 from app import create_app
 from app.extensions import db
 from tests.databases import sqlite_only
+from tests.processes import PROJECT, run
 
 pytestmark = sqlite_only
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = PROJECT / "README.md"
 
 
 def documented_backup_command() -> list[str]:
@@ -33,7 +33,7 @@ def test_the_documented_online_backup_holds_every_key(app, client, database, org
     assert command[-2:] == ["instance/api-keys.sqlite3", "backup.sqlite3"]
     backup = tmp_path / "backup.sqlite3"
     command[0], command[-2:] = sys.executable, [database, str(backup)]
-    subprocess.run(command, check=True, timeout=60)
+    run(command)
     restored = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{backup}"})
     try:
         restored_client = restored.test_client()

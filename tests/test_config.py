@@ -14,6 +14,7 @@ import pytest
 
 from app.config import ENVIRONMENT
 from app.extensions import db
+from tests.processes import PROJECT
 
 
 @pytest.fixture
@@ -147,7 +148,7 @@ def test_bad_value_is_refused_at_start_naming_the_variable(
 
 
 def test_every_environment_variable_is_in_the_readmes_configuration_table():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (PROJECT / "README.md").read_text()
     lines = readme.splitlines()
     rows = {line.split("|")[1].strip(" `") for line in lines if line.startswith("| `")}
     assert set(ENVIRONMENT) <= rows, set(ENVIRONMENT) - rows

@@ -54,9 +54,10 @@ def record(
     )
 
 
-def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page:
-    """The caller's organization's events, newest first; only a key that holds every
-    scope may read them (the log names every key and who changed it)."""
+def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[AuditEvent]:
+    """The caller's organization's events, newest first (`filters`: target, action, since,
+    as queries.events_page takes them); only a key that holds every scope may read them
+    (the log names every key and who changed it)."""
     if caller.scope_bits != ALL:
         raise ApiError(
             403, "forbidden", "Only a key that holds every scope may read the audit log."
@@ -66,7 +67,7 @@ def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Pa
 
 def exported(organization_name: str, since: datetime | None = None) -> Iterator[AuditEvent]:
     """An organization's events, oldest first, for log pipelines (the operator's CLI);
-    LookupError for an unknown organization."""
+    LookupError, at the call, for an unknown organization."""
     organization_id = queries.organization_id(organization_name)
     if organization_id is None:
         raise LookupError(f'no organization is named "{organization_name}"')

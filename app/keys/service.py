@@ -81,8 +81,9 @@ def find_key(caller: Caller, reference: str) -> Key:
     return key
 
 
-def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page:
-    """One page of the caller's organization's keys (queries.keys_page)."""
+def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[Key]:
+    """One page of the caller's organization's keys (`filters`: kind, state, unused_since,
+    as queries.keys_page takes them)."""
     return queries.keys_page(caller.organization_id, page, page_size, **filters)
 
 
@@ -163,8 +164,8 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
     if data.get("kind", key.kind) != key.kind:
         raise invalid({"kind": ["The kind of a key cannot be changed."]})
     scope_bits = data.get("scope_bits", key.scope_bits)
-    problem = None if is_immutable(key.kind) else misfit(key.kind, scope_bits)
-    if problem:  # a fixed kind's scopes are refused below, as immutable (409)
+    # A fixed kind's scopes are refused below, as immutable (409).
+    if not is_immutable(key.kind) and (problem := misfit(key.kind, scope_bits)):
         raise invalid({"scopes": [problem]})
     _require_power_over(caller, key)
     excess = exceeding(scope_bits, caller.scope_bits)
