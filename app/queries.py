@@ -11,7 +11,7 @@ lookups, the audit log) go through db.session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -164,21 +164,39 @@ def keys_page(
     and one page query; a page past the end asks only for the total (nor sends an offset
     past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
     by state or use, count(*) over the index of the filtered column."""
-    offset = (page - 1) * page_size
-    data: list[Key] = []
     if state is None and unused_since is None:
         parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
         ((total,),) = _TOTALS[kind is not None].rows(parameters)
+        offset = (page - 1) * page_size
+        data: list[Key] = []
         if offset < total:
             parameters |= {"offset": offset, "limit": page_size}
             query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
             data = [Key._make(row) for row in query.rows(parameters)]
         return Page(page, page_size, total, data)
     where = matching(organization_id, kind, state, unused_since)
-    total = db.session.scalar(select(func.count()).select_from(_KEYS).where(where))
-    if offset < total:
-        query = _KEY.where(where).order_by(*_ORDER).offset(offset).limit(page_size)
-        data = [Key._make(row) for row in db.session.execute(query)]
+    in_order = _KEY.where(where).order_by(*_ORDER)
+    return _counted(_KEYS, where, in_order, page, page_size, _key_rows)
+
+
+def _key_rows(query: Select) -> list[Key]:
+    return [Key._make(row) for row in db.session.execute(query)]
+
+
+def _counted(
+    table: Any,
+    where: ColumnElement[bool],
+    in_order: Select,
+    page: int,
+    page_size: int,
+    read: Callable[[Select], list[T]],
+) -> Page[T]:
+    """A page of `in_order` whose total is count(*) of `table`'s rows `where` (through
+    db.session); a page past the end asks only for the total (nor sends an offset past 64
+    bits)."""
+    total = db.session.scalar(select(func.count()).select_from(table).where(where))
+    offset = (page - 1) * page_size
+    data = read(in_order.offset(offset).limit(page_size)) if offset < total else []
     return Page(page, page_size, total, data)
 
 
@@ -207,6 +225,28 @@ def events_page(
     since: datetime | None = None,
 ) -> Page[AuditEvent]:
     """A page of the organization's audit events, newest first."""
+    where = _events(organization_id, since, target, action)
+    in_order = select(AuditEvent).where(where).order_by(AuditEvent.id.desc())
+    return _counted(AuditEvent, where, in_order, page, page_size, _event_rows)
+
+
+def _event_rows(query: Select) -> list[AuditEvent]:
+    return list(db.session.scalars(query))
+
+
+def events_since(organization_id: int, since: datetime | None) -> Iterator[AuditEvent]:
+    """The organization's audit events, oldest first, 500 rows at a time."""
+    query = select(AuditEvent).where(_events(organization_id, since)).order_by(AuditEvent.id)
+    yield from db.session.scalars(query.execution_options(yield_per=500))
+
+
+def _events(
+    organization_id: int,
+    since: datetime | None,
+    target: str | None = None,
+    action: str | None = None,
+) -> ColumnElement[bool]:
+    """The organization's events of `target`, of `action`, from `since` on (each when given)."""
     criteria = [AuditEvent.organization_id == organization_id]
     if target is not None:
         criteria.append(AuditEvent.target == target)
@@ -214,19 +254,4 @@ def events_page(
         criteria.append(AuditEvent.action == action)
     if since is not None:
         criteria.append(AuditEvent.at >= since)
-    total = db.session.scalar(select(func.count()).select_from(AuditEvent).where(*criteria))
-    offset = (page - 1) * page_size
-    events: list[AuditEvent] = []
-    if offset < total:  # a page past the end asks nothing (nor an offset past 64 bits)
-        query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id.desc())
-        events = list(db.session.scalars(query.offset(offset).limit(page_size)))
-    return Page(page, page_size, total, events)
-
-
-def events_since(organization_id: int, since: datetime | None) -> Iterator[AuditEvent]:
-    """The organization's audit events, oldest first, 500 rows at a time."""
-    criteria = [AuditEvent.organization_id == organization_id]
-    if since is not None:
-        criteria.append(AuditEvent.at >= since)
-    query = select(AuditEvent).where(*criteria).order_by(AuditEvent.id)
-    yield from db.session.scalars(query.execution_options(yield_per=500))
+    return and_(*criteria)
