@@ -41,6 +41,16 @@ def test_each_revocation_is_recorded_as_a_leak_report(client, org, make_key):
     assert leaked not in str(event)
 
 
+@pytest.mark.parametrize("padded", [" {key}\n", "\t{key}\r\n", "{key}  "])
+def test_a_key_copied_with_white_space_around_it_is_still_that_key(client, org, make_key, padded):
+    leaked = make_key("custom", ("site:read",))
+    answer = client.post(URL, json={"keys": [padded.format(key=leaked)]})
+    assert (answer.status_code, answer.json) == (202, {"received": 1})
+    assert client.get("/api/keys", auth=(leaked, "")).status_code == 401
+    [event] = client.get("/api/audit?action=key.revoked", auth=(org.sdk, "")).json["data"]
+    assert event["target"] == keyformat.shown(identifier_of(leaked))
+
+
 @pytest.mark.parametrize(
     "body",
     [{}, {"keys": []}, {"keys": "ak_x"}, {"keys": [5]}, {"keys": ["a"] * 101}, {"keys": []}],
