@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app import cli, config, database, docs, errors, health, limits, logs, page
+from app import auth, cli, config, database, docs, errors, health, limits, logs, page
 from app.audit import views as audit_views
 from app.checks import views as checks
 from app.extensions import db
@@ -66,6 +66,7 @@ def register_blueprints(app: Flask) -> None:
     if app.config["MCP_ENABLED"]:
         app.register_blueprint(mcp.bp)  # POST /mcp; the SDK is imported on its first request
     app.register_blueprint(page.bp)  # / and /page/: the page for people, a client of /api/keys
+    app.after_request(auth.no_store)  # every answer under /api and /mcp
 
 
 def register_errorhandlers(app: Flask) -> None:

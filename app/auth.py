@@ -100,8 +100,14 @@ def require_managing_key() -> None:
     g.caller = managing_caller()
 
 
+# The first segment of the paths whose answers are never kept.
+_PRIVATE_ROOTS = frozenset({"api", "mcp"})
+
+
 def no_store(response: Response) -> Response:
-    """The after_request hook of every blueprint behind these keys: its answers (key data,
-    events, refusals) are never kept by a browser or a proxy."""
-    response.headers["Cache-Control"] = "no-store"
+    """The application's after_request hook: every answer under /api and /mcp (key data,
+    events, refusals, routing's 404 and 405 included) is never kept by a browser or a
+    proxy. An application hook, not a blueprint's: routing refusals reach no blueprint."""
+    if request.path.split("/", 2)[1] in _PRIVATE_ROOTS:
+        response.headers["Cache-Control"] = "no-store"
     return response

@@ -84,6 +84,31 @@ def test_a_server_fault_on_api_keys_carries_cache_control_no_store(app, client, 
     assert response.headers.getlist("Cache-Control") == ["no-store"]
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("DELETE", "/api/keys", 405),
+        ("PATCH", "/api/keys/ak_abcdefgh", 405),
+        ("GET", "/api/introspect", 405),
+        ("GET", "/api/revoke", 405),
+        ("GET", "/mcp", 405),
+        ("DELETE", "/mcp", 405),
+        ("GET", "/api/nothing-here", 404),
+        ("GET", "/api", 404),
+    ],
+)
+def test_routing_refusals_under_api_and_mcp_carry_cache_control_no_store(
+    client, org, method, path, status
+):
+    response = client.open(path, method=method, auth=(org.sdk, ""))
+    assert response.status_code == status
+    assert response.headers.getlist("Cache-Control") == ["no-store"]
+
+
+def test_answers_outside_api_and_mcp_may_be_cached(client):
+    assert "Cache-Control" not in client.get("/healthz").headers
+
+
 # --- the checksum asks no database ---------------------------------------------------------
 
 

@@ -11,7 +11,6 @@ from app.request_body import query_arguments
 
 bp = Blueprint("audit", __name__, url_prefix="/api/audit")
 bp.before_request(auth.require_managing_key)
-bp.after_request(auth.no_store)
 
 
 @bp.get("")

@@ -14,7 +14,6 @@ from app.scopes import to_bits, to_names
 from app.timestamps import unix_seconds
 
 bp = Blueprint("checks", __name__, url_prefix="/api")
-bp.after_request(auth.no_store)
 
 # A gateway forwards whatever method its client used.
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]

@@ -10,7 +10,6 @@ from app.request_body import has_body, json_object, query_arguments
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
 bp.before_request(auth.require_managing_key)
-bp.after_request(auth.no_store)
 
 
 @bp.get("")
