@@ -383,6 +383,33 @@ def test_create_refuses_control_characters_in_name(client, auth, name):
     _assert_refused(client, auth, body, "name")
 
 
+# Bidirectional controls make a name display as something else ("txt.exe" shown as
+# "exe.txt"); emoji sequences (joined by U+200D, with variation selectors) stay names.
+@pytest.mark.parametrize(
+    "control", [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+)
+def test_create_refuses_bidirectional_controls_in_name(client, auth, control):
+    body = {"name": f"invoice{control}fdp.exe", "kind": "custom", "scopes": ["site:read"]}
+    problem = _assert_refused(client, auth, body, "name")
+    assert "bidirectional" in " ".join(problem["errors"]["name"])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "\U0001f468\u200d\U0001f469\u200d\U0001f467",
+        "\u2764\ufe0f team",
+        "\U0001f3f3\ufe0f\u200d\U0001f308",
+    ],
+    ids=["family", "heart", "rainbow-flag"],
+)
+def test_create_allows_emoji_sequences_in_name(client, auth, name):
+    body = {"name": name, "kind": "custom", "scopes": ["site:read"]}
+    response = _create(client, auth, body)
+    assert response.status_code == 201, response.json
+    assert response.json["name"] == name
+
+
 def test_create_allows_two_keys_with_the_same_name(client, auth):
     body = {"name": "twin", "kind": "custom", "scopes": ["site:read"]}
     assert _create(client, auth, body).status_code == 201

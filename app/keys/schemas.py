@@ -32,11 +32,17 @@ MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
 NAME_MAX_LENGTH = 200
 # C0 and C1 control characters, DEL, and lone surrogates (which no database can store).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# Unicode's bidirectional embeddings, overrides and isolates, which make a name display as
+# something else ("exe.txt" for "txt.exe"). The joiners and variation selectors of emoji
+# sequences are not among them.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _printable(value: str) -> None:
     if _UNPRINTABLE.search(value):
         raise ValidationError("Must not contain control characters.")
+    if _BIDI_CONTROLS.search(value):
+        raise ValidationError("Must not contain bidirectional control characters.")
 
 
 class Name(fields.String):
