@@ -1,5 +1,5 @@
-"""The operator's commands: `flask first-start`, `flask org create`, `flask key create`,
-`flask audit export`."""
+"""The operator's commands: `flask first-start`, `flask org create`, `flask org list`,
+`flask key create`, `flask audit export`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 
-from app import audit
+from app import audit, queries
 from app.audit import schemas as audit_schemas
 from app.bootstrap import NOTICE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
@@ -18,6 +18,7 @@ from app.errors import flatten
 from app.keys import schemas, service
 from app.keys.schemas import Timestamp
 from app.scopes import KINDS, SCOPES
+from app.timestamps import iso
 
 org = AppGroup("org", help="Manage organizations.")
 key = AppGroup("key", help="Mint keys as the operator.")
@@ -80,6 +81,24 @@ def create_organization(name: str, as_json: bool) -> None:
     _show(heading, keys, as_json, organization.name)
 
 
+@org.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def list_organizations(as_json: bool) -> None:
+    """List the organizations by name, with how many keys each has."""
+    _prepare_database()
+    rows = [
+        {"name": name, "keys": keys, "created": iso(created)}
+        for name, created, keys in queries.organizations()
+    ]
+    if as_json:
+        click.echo(json.dumps({"organizations": rows}))
+        return
+    if not rows:
+        click.echo("There is no organization yet: flask --app app org create NAME makes one.")
+    for row in rows:
+        click.echo(f"{row['name']}\t{row['keys']} keys\tcreated {row['created']}")
+
+
 @key.command("create")
 @click.option("--org", "organization", required=True, help="The organization's name.")
 @click.option("--kind", required=True, help="One of: " + ", ".join(KINDS) + ".")
@@ -90,13 +109,23 @@ def create_organization(name: str, as_json: bool) -> None:
     multiple=True,
     help="A scope (repeat for several): " + ", ".join(SCOPES) + ".",
 )
+@click.option(
+    "--expires-at", help="When the key stops working: an ISO 8601 time with Z or an offset."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def create_key(
-    organization: str, kind: str, name: str, scopes: tuple[str, ...], as_json: bool
+    organization: str,
+    kind: str,
+    name: str,
+    scopes: tuple[str, ...],
+    expires_at: str | None,
+    as_json: bool,
 ) -> None:
     """Mint a key in an organization, whatever keys it has left (recovery)."""
     organization = _organization_name("--org", organization)
     given = {"name": name, "kind": kind} | ({"scopes": list(scopes)} if scopes else {})
+    if expires_at is not None:
+        given["expires_at"] = expires_at
     try:
         data = schemas.create_key.load(given)
     except ValidationError as error:

@@ -210,6 +210,18 @@ def organization_id(name: str) -> int | None:
     return db.session.scalar(select(Organization.id).where(Organization.name == name))
 
 
+def organizations() -> list[tuple[str, datetime, int]]:
+    """Every organization's name, creation time and number of keys, by name (in code point
+    order, whatever the database's collation)."""
+    keys = func.coalesce(func.sum(KeyCount.total), 0)
+    query = (
+        select(Organization.name, Organization.created, keys)
+        .outerjoin(KeyCount, KeyCount.organization_id == Organization.id)
+        .group_by(Organization.id, Organization.name, Organization.created)
+    )
+    return sorted((name, created, total) for name, created, total in db.session.execute(query))
+
+
 def has_organization() -> bool:
     """True once any organization exists; reads a real table, so that the health check
     does not call a database without its schema healthy."""

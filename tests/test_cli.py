@@ -170,6 +170,33 @@ def test_org_create_name_is_stored_trimmed(runner):
     assert json.loads(result.stdout)["organization"] == "initech"
 
 
+# --- org list ----------------------------------------------------------------------------
+
+
+def test_org_list_shows_each_organization_once_with_its_key_count(runner, client, org):
+    assert invoke(runner, "org", "create", "Initech").exit_code == 0
+    client.post("/api/keys", json={"name": "more", "kind": "telemetry"}, auth=(org.sdk, ""))
+    result = invoke(runner, "org", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [["Initech", "2 keys"], ["acme", "3 keys"]]
+    assert printed_keys(result.output) == []
+
+
+def test_org_list_json_lists_names_key_counts_and_creation_times(runner, org):
+    result = invoke(runner, "org", "list", "--json")
+    assert result.exit_code == 0, result.output
+    [acme] = json.loads(result.stdout)["organizations"]
+    assert (acme["name"], acme["keys"]) == ("acme", 2)
+    assert acme["created"].endswith("Z")
+
+
+def test_org_list_on_an_empty_database_says_so(runner):
+    result = invoke(runner, "org", "list")
+    assert result.exit_code == 0, result.output
+    assert "no organization" in result.stdout
+
+
 # --- key create ---------------------------------------------------------------------------
 
 
@@ -241,6 +268,36 @@ def test_key_create_mints_fixed_kinds_with_their_fixed_scopes(
     assert read_key(client, org.sdk, body["key"])["scopes"] == expected
 
 
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("2999-01-02T03:04:05Z", "2999-01-02T03:04:05.000000Z"),
+        ("2999-01-02T05:04:05+02:00", "2999-01-02T03:04:05.000000Z"),
+    ],
+)
+def test_key_create_with_expires_at_mints_a_key_that_expires_then(
+    runner, client, org, given, shown
+):
+    result = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "telemetry", "--name", "Temporary",
+        "--expires-at", given, "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["expires_at"] == shown
+    assert read_key(client, org.sdk, body["key"])["expires_at"] == shown
+
+
+@pytest.mark.parametrize(
+    ("case", "word"),
+    [("expiry in the past", "future"), ("expiry without an offset", "offset")],
+)
+def test_key_create_refuses_a_bad_expiry_naming_it(runner, org, case, word):
+    result = invoke(runner, "key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case])
+    assert result.exit_code == 1
+    assert "expires_at" in result.stderr and word in result.stderr, result.stderr
+
+
 def test_key_create_mints_a_key_even_when_the_organization_has_no_keys_left(runner, client, org):
     """The operator can always get back in: the CLI is not bound by any key."""
     for key in (org.telemetry, org.sdk):
@@ -276,6 +333,13 @@ REFUSED_KEY_CREATE = {
     "sdk_integration with fewer scopes": [
         "--org", "acme", "--kind", "sdk_integration", "--scope", "monitor:read",
     ],
+    "expiry in the past": [
+        "--org", "acme", "--kind", "telemetry", "--expires-at", "2020-01-01T00:00:00Z",
+    ],
+    "expiry without an offset": [
+        "--org", "acme", "--kind", "telemetry", "--expires-at", "2999-01-01T00:00:00",
+    ],
+    "expiry not a time": ["--org", "acme", "--kind", "telemetry", "--expires-at", "soon"],
 }  # fmt: skip
 
 
