@@ -67,5 +67,5 @@ def misfit(kind: str, bits: int) -> str | None:
         return None if bits else "A custom key needs at least one scope."
     if bits != FIXED[kind]:
         fixed = ", ".join(to_names(FIXED[kind]))
-        return f"The scopes of a {kind} key are fixed: omit them or give exactly [{fixed}]."
+        return f"The scopes of {kind} keys are fixed: omit them or give exactly [{fixed}]."
     return None

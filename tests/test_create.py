@@ -553,3 +553,10 @@ def test_create_refusal_is_problem_json_with_field_errors(client, auth):
     for messages in problem["errors"].values():
         assert isinstance(messages, list) and messages
         assert all(isinstance(message, str) and message for message in messages)
+
+
+@pytest.mark.parametrize("kind", ["telemetry", "sdk_integration"])
+def test_a_fixed_kinds_refusal_reads_as_english(client, auth, kind):
+    problem = _assert_refused(client, auth, {"name": "n", "kind": kind, "scopes": []}, "scopes")
+    [message] = problem["errors"]["scopes"]
+    assert message.startswith(f"The scopes of {kind} keys are fixed"), message
