@@ -11,12 +11,12 @@ from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 
 from app import audit, queries
+from app.arguments import Timestamp
 from app.audit import schemas as audit_schemas
 from app.bootstrap import NOTICE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
-from app.keys.schemas import Timestamp
 from app.scopes import KINDS, SCOPES
 from app.timestamps import iso
 

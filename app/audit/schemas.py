@@ -5,8 +5,8 @@ from __future__ import annotations
 from marshmallow import Schema, ValidationError, fields, post_load, validate
 
 from app import keyformat
+from app.arguments import PageArguments, Timestamp
 from app.audit import ACTIONS
-from app.keys.schemas import PageArguments, Timestamp
 from app.timestamps import iso
 
 

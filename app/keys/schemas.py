@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -20,6 +20,7 @@ from marshmallow import (
 )
 
 from app import keyformat
+from app.arguments import PageArguments, Timestamp
 from app.queries import ACTIVE, EXPIRED
 from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
 from app.timestamps import utcnow
@@ -68,24 +69,6 @@ def _scopes(**kwargs: Any) -> fields.List:
         validate=validate.OneOf(SCOPES, error="Unknown scope; one of: {choices}.")
     )
     return fields.List(scope, **kwargs)
-
-
-class Timestamp(fields.AwareDateTime):
-    """An ISO 8601 time with `Z` or an offset (a time without one is refused: whose
-    midnight would it be?), as stored: naive UTC."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(format="iso", **kwargs)
-        self.error_messages["invalid_awareness"] = (
-            "Not a valid timestamp with an offset: give Z or +HH:MM."
-        )
-
-    def _deserialize(self, value, attr, data, **kwargs) -> datetime:
-        moment = super()._deserialize(value, attr, data, **kwargs)
-        try:
-            return moment.astimezone(UTC).replace(tzinfo=None)
-        except OverflowError:  # 0001-01-01T00:00:00+00:01 is before the year 1 in UTC
-            raise ValidationError("Not a time that exists in UTC.") from None
 
 
 class Expiry(Timestamp):
@@ -160,28 +143,6 @@ class RotateKey(Schema):
         strict=True, load_default=0, validate=validate.Range(min=0, max=MAX_GRACE_SECONDS)
     )
     expires_at = Expiry()
-
-
-class _QueryInteger(fields.Integer):
-    """An integer in a query string: ASCII digits only, at most 18 of them; or a JSON
-    integer, as an MCP tool's arguments carry it."""
-
-    _PATTERN = re.compile(r"-?[0-9]{1,18}")
-    MAX = 10**18 - 1  # stated, so that the OpenAPI document says it
-
-    def _deserialize(self, value, attr, data, **kwargs) -> int:
-        if type(value) is int:  # not a bool
-            return value
-        if not isinstance(value, str) or not self._PATTERN.fullmatch(value):
-            raise self.make_error("invalid")
-        return int(value)
-
-
-class PageArguments(Schema):
-    """Paging, as every listing takes it."""
-
-    page = _QueryInteger(load_default=1, validate=validate.Range(min=1, max=_QueryInteger.MAX))
-    page_size = _QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
 
 
 class ListArguments(PageArguments):

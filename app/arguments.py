@@ -1,0 +1,50 @@
+"""The arguments every listing and command shares: a timestamp with an offset, and paging
+(the keys' list, the audit log, the CLI's --since and --expires-at)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+
+class Timestamp(fields.AwareDateTime):
+    """An ISO 8601 time with `Z` or an offset (a time without one is refused: whose
+    midnight would it be?), as stored: naive UTC."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(format="iso", **kwargs)
+        self.error_messages["invalid_awareness"] = (
+            "Not a valid timestamp with an offset: give Z or +HH:MM."
+        )
+
+    def _deserialize(self, value, attr, data, **kwargs) -> datetime:
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            return moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # 0001-01-01T00:00:00+00:01 is before the year 1 in UTC
+            raise ValidationError("Not a time that exists in UTC.") from None
+
+
+class QueryInteger(fields.Integer):
+    """An integer in a query string: ASCII digits only, at most 18 of them; or a JSON
+    integer, as an MCP tool's arguments carry it."""
+
+    _PATTERN = re.compile(r"-?[0-9]{1,18}")
+    MAX = 10**18 - 1  # stated, so that the OpenAPI document says it
+
+    def _deserialize(self, value, attr, data, **kwargs) -> int:
+        if type(value) is int:  # not a bool
+            return value
+        if not isinstance(value, str) or not self._PATTERN.fullmatch(value):
+            raise self.make_error("invalid")
+        return int(value)
+
+
+class PageArguments(Schema):
+    """Paging, as every listing takes it."""
+
+    page = QueryInteger(load_default=1, validate=validate.Range(min=1, max=QueryInteger.MAX))
+    page_size = QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
