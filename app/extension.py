@@ -1,16 +1,21 @@
 """The keys in another Flask application: `ApiKeys` (the init_app pattern: its state lives
 in app.extensions, nothing on the extension object), the `require_scopes(*scopes)` view
-decorator and the `current_key` proxy. README.md, "Protecting your own Flask views".
+decorator and the `current_key` proxy. docs/extension.md shows it at work.
 
-Two ways, chosen by `init_app`:
-- embedded: the application is the service's own (create_app(), with the host's
-  blueprints registered on it): the same process and database. A key is authenticated
-  exactly as the API does it (limits, expiry, `last_used`): app/auth.py.
-- remote: any Flask application, against a running service, given `introspect_url` and a
-  managing `key` of the same organization: each presented key is checked with POST
-  /api/introspect, and the answer kept for `cache_seconds` (default 10) in a cache of at
-  most `cache_size` keys (default 1024). That is its staleness: a key deleted, expired or
-  rescoped in the service may be taken as it was for up to `cache_seconds` more.
+It serves one organization (CONTRACT.md section 19), in one of two ways chosen by `init_app`:
+- embedded, `ApiKeys(app, organization="NAME")`: the application is the service's own
+  (create_app(), with the host's blueprints registered on it): the same process and
+  database. A key of the named organization is authenticated exactly as the API does it
+  (limits, expiry, `last_used`): app/auth.py. A key of any other organization does not
+  exist here: 401 as for an unknown key, counted as a failed authentication, its use not
+  recorded. The name is required: a host never serves every organization by omission.
+- remote, `ApiKeys(app, introspect_url=..., key=...)`: any Flask application, against a
+  running service, given a managing `key`, whose organization is the one served (its name
+  asked once of the service's forward auth beside `introspect_url`): each presented key is
+  checked with POST /api/introspect, and the answer kept for `cache_seconds` (default 10)
+  in a cache of at most `cache_size` keys (default 1024). That is its staleness: a key
+  deleted, expired or rescoped in the service may be taken as it was for up to
+  `cache_seconds` more.
 
 Refusals are the service's, in its problem shape: 401 `unauthorized` (with the Basic
 challenge), 403 `forbidden` naming the missing scopes, and 503 `unavailable` in the remote
@@ -27,6 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 from urllib import error, parse
 from urllib import request as http
@@ -34,7 +40,7 @@ from urllib import request as http
 from flask import Flask, current_app, g, request
 from werkzeug.local import LocalProxy
 
-from app import auth, credentials, errors
+from app import auth, credentials, errors, keyformat, limits, queries
 from app.errors import RETRY_SHORTLY, ApiError
 from app.scopes import SCOPES, to_bits, to_names
 
@@ -48,6 +54,7 @@ class CheckedKey:
     identifier: str
     kind: str
     scopes: tuple[str, ...]
+    organization: str  # its name
 
 
 # The current request's key, inside a view decorated with require_scopes.
@@ -55,18 +62,21 @@ current_key: CheckedKey = LocalProxy(lambda: g.api_key)  # type: ignore[assignme
 
 
 class ApiKeys:
-    """`ApiKeys(app)` embedded; `ApiKeys(app, introspect_url=..., key=...)` remote."""
+    """`ApiKeys(app, organization="NAME")` embedded; `ApiKeys(app, introspect_url=...,
+    key=...)` remote."""
 
     def __init__(
         self,
         app: Flask | None = None,
         *,
+        organization: str | None = None,
         introspect_url: str | None = None,
         key: str | None = None,
         cache_seconds: float = 10.0,
         cache_size: int = 1024,
         timeout: float = 5.0,
     ) -> None:
+        self.organization = organization
         self.introspect_url = introspect_url
         self.key = key
         self.cache_seconds = cache_seconds
@@ -82,8 +92,16 @@ class ApiKeys:
                     "ApiKeys(app) without introspect_url needs the service's own "
                     "application (create_app()); elsewhere give introspect_url and key."
                 )
-            app.extensions[EXTENSION] = _Embedded()
+            if not self.organization:
+                raise ValueError(
+                    'an embedded ApiKeys serves one organization: ApiKeys(app, organization="NAME")'
+                )
+            app.extensions[EXTENSION] = _Embedded(self.organization)
             return
+        if self.organization is not None:
+            raise ValueError(
+                "a remote ApiKeys serves its managing key's organization: give no organization"
+            )
         if not self.key:
             raise ValueError("a remote ApiKeys needs the managing key it introspects with")
         if not self.introspect_url.startswith(("http://", "https://")):
@@ -119,11 +137,40 @@ def _problem(error: ApiError):
 
 
 class _Embedded:
-    """The service's own authentication, in its own application."""
+    """The service's own authentication, in its own application, for one organization."""
+
+    def __init__(self, organization: str) -> None:
+        self.organization = organization
+        # Found on the first request that needs it (organizations are never renamed).
+        self.organization_id: int | None = None
 
     def check(self) -> CheckedKey:
+        presented = credentials.presented(request.headers.get("Authorization"))
+        if presented is not None and not self._serves(presented.key):
+            # Not this organization's key: answered as an unknown one, as introspection does.
+            limits.check_address()
+            limits.count_failure()
+            raise auth.unauthorized()
         caller = auth.authenticate()
-        return CheckedKey(caller.identifier, caller.kind, to_names(caller.scope_bits))
+        return CheckedKey(
+            caller.identifier, caller.kind, to_names(caller.scope_bits), self.organization
+        )
+
+    def _serves(self, key: str) -> bool:
+        """Whether `key` is unknown (authenticate refuses it) or of the organization served:
+        one more indexed lookup, so that another organization's key is never used here."""
+        holder = queries.holder(keyformat.digest(key))
+        return holder is None or holder.caller.organization_id == self._organization_id()
+
+    def _organization_id(self) -> int | None:
+        if self.organization_id is None:
+            self.organization_id = queries.organization_id(self.organization)
+            if self.organization_id is None:
+                current_app.logger.warning(
+                    "ApiKeys serves the organization %r, which does not exist: no key passes.",
+                    self.organization,
+                )
+        return self.organization_id
 
 
 class _Remote:
@@ -140,6 +187,8 @@ class _Remote:
         # digest of the presented key -> (when the answer goes stale, the key or None)
         self.cache: OrderedDict[bytes, tuple[float, CheckedKey | None]] = OrderedDict()
         self.lock = threading.Lock()
+        # The managing key's organization's name, asked once.
+        self.organization: str | None = None
 
     def check(self) -> CheckedKey:
         presented = credentials.presented(request.headers.get("Authorization"))
@@ -161,22 +210,44 @@ class _Remote:
         return cached[1]
 
     def _introspect(self, token: str) -> CheckedKey | None:
-        body = parse.urlencode({"token": token}).encode("ascii")
-        asking = http.Request(self.url, data=body, method="POST")  # noqa: S310 (http(s), init_app)
+        _, body = self._ask(self.url, {"token": token})
+        try:
+            facts = json.loads(body)
+        except ValueError as failure:
+            raise _unavailable(failure) from None
+        if not facts.get("active"):
+            return None
+        scopes = tuple(facts["scope"].split())
+        return CheckedKey(facts["client_id"], facts["kind"], scopes, self._organization())
+
+    def _organization(self) -> str:
+        """The name forward auth gives the managing key's organization (the one whose keys
+        introspection answers for)."""
+        if self.organization is None:
+            headers, _ = self._ask(parse.urljoin(self.url, "forward-auth"), {})
+            self.organization = headers["X-Api-Key-Organization"]
+        return self.organization
+
+    def _ask(self, url: str, form: dict[str, str]) -> tuple[Message, bytes]:
+        """The headers and body of the service's answer to a POST of `form` with the
+        managing key; 503 when it does not answer, or refuses."""
+        body = parse.urlencode(form).encode("ascii")
+        asking = http.Request(url, data=body, method="POST")  # noqa: S310 (http(s), init_app)
         asking.add_header("Authorization", "Bearer " + self.key)
         asking.add_header("Content-Type", "application/x-www-form-urlencoded")
         try:
             # The URL's scheme is http or https: init_app refuses any other.
             with http.urlopen(asking, timeout=self.timeout) as answer:  # noqa: S310  # nosec B310
-                facts = json.load(answer)
-        except (error.URLError, OSError, ValueError) as failure:
-            current_app.logger.warning("The API Keys Service did not answer: %s", failure)
-            raise ApiError(
-                503,
-                "unavailable",
-                "The API Keys Service does not answer; retry shortly.",
-                headers=[RETRY_SHORTLY],
-            ) from None
-        if not facts.get("active"):
-            return None
-        return CheckedKey(facts["client_id"], facts["kind"], tuple(facts["scope"].split()))
+                return answer.headers, answer.read()
+        except (error.URLError, OSError) as failure:
+            raise _unavailable(failure) from None
+
+
+def _unavailable(failure: Exception) -> ApiError:
+    current_app.logger.warning("The API Keys Service did not answer: %s", failure)
+    return ApiError(
+        503,
+        "unavailable",
+        "The API Keys Service does not answer; retry shortly.",
+        headers=[RETRY_SHORTLY],
+    )

@@ -1,10 +1,12 @@
 """A host application: a small monitors service whose views need the keys' scopes
 (app/extension.py). It runs two ways:
 
-    # embedded: the service's own application, the same process and database
-    flask --app examples.monitors:embedded run --port 5001
+    # embedded: the service's own application, the same process and database, serving
+    # the keys of one organization (here the one the first start makes)
+    API_KEYS_ORGANIZATION=default flask --app examples.monitors:embedded run --port 5001
 
-    # remote: any Flask application, asking a running service (keys cached 10 seconds)
+    # remote: any Flask application, asking a running service (keys cached 10 seconds),
+    # serving the keys of the managing key's organization
     API_KEYS_URL=http://127.0.0.1:5000 API_KEYS_KEY=<a managing key> \\
         flask --app examples.monitors:remote run --port 5001
 
@@ -31,7 +33,11 @@ MONITORS = [{"id": 1, "url": "https://example.com/health"}]
 @monitors.get("")
 @require_scopes("monitor:read")
 def list_monitors():
-    return {"monitors": MONITORS, "seen_by": current_key.identifier}
+    return {
+        "monitors": MONITORS,
+        "seen_by": current_key.identifier,
+        "organization": current_key.organization,
+    }
 
 
 @monitors.post("")
@@ -44,10 +50,12 @@ def add_monitor():
     return {"monitor": monitor, "added_by": current_key.identifier}, 201
 
 
-def embedded(test_config: Mapping[str, Any] | None = None) -> Flask:
+def embedded(
+    test_config: Mapping[str, Any] | None = None, organization: str | None = None
+) -> Flask:
     app = create_app(test_config)
     app.register_blueprint(monitors)
-    ApiKeys(app)
+    ApiKeys(app, organization=organization or os.environ.get("API_KEYS_ORGANIZATION"))
     return app
 
 

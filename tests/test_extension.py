@@ -1,32 +1,52 @@
 """The Flask extension embedded (app/extension.py; CONTRACT.md section 11's checks, in the
-host's own views): examples/monitors.py's views in the service's own application, on the
-same database, authenticated exactly as the API does it."""
+host's own views; section 19: one organization): examples/monitors.py's views in the
+service's own application, on the same database, authenticated exactly as the API does it,
+for the keys of the organization it names only."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from flask import Flask
 
 from app.extension import ApiKeys, require_scopes
-from app.keyformat import identifier_of
+from app.extensions import db
+from app.keyformat import identifier_of, new_key
 from examples import monitors
+from tests.processes import PROJECT
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 @pytest.fixture
-def host(database_url, app_config):
-    app = monitors.embedded(
-        {"SQLALCHEMY_DATABASE_URI": database_url, "TESTING": True, **app_config}
-    )
-    yield app
-    from app.extensions import db
+def make_host(database_url, app_config):
+    """The example host serving the organization named, on the test's database."""
+    hosts = []
 
-    with app.app_context():
-        db.engine.dispose()
+    def make(organization: str) -> Flask:
+        config = {"SQLALCHEMY_DATABASE_URI": database_url, "TESTING": True, **app_config}
+        hosts.append(monitors.embedded(config, organization))
+        return hosts[-1]
+
+    yield make
+    for host in hosts:
+        with host.app_context():
+            db.engine.dispose()
 
 
 @pytest.fixture
-def host_client(host, org):
-    return host.test_client()
+def host_client(make_host, org):
+    return make_host(org.name).test_client()
+
+
+def refused_as_unknown(host_client, key: str) -> None:
+    """`key` gets exactly the answer of a key that does not exist."""
+    answer = host_client.get("/monitors", auth=(key, ""))
+    unknown = host_client.get("/monitors", auth=(new_key("ak_")[1], ""))
+    assert (answer.status_code, answer.json) == (401, unknown.json)
+    assert answer.json["code"] == "unauthorized"
+    assert answer.headers["WWW-Authenticate"] == unknown.headers["WWW-Authenticate"]
 
 
 def test_a_key_with_the_scopes_reaches_the_view_as_current_key(host_client, org, make_key):
@@ -34,6 +54,7 @@ def test_a_key_with_the_scopes_reaches_the_view_as_current_key(host_client, org,
     answer = host_client.get("/monitors", auth=(reader, ""))
     assert answer.status_code == 200, answer.json
     assert answer.json["seen_by"] == identifier_of(reader)
+    assert answer.json["organization"] == org.name
     bearer = host_client.get("/monitors", headers={"Authorization": f"Bearer {org.sdk}"})
     assert bearer.json["seen_by"] == identifier_of(org.sdk)
 
@@ -72,13 +93,52 @@ def test_the_abuse_limits_count_as_on_the_api(host_client, make_key):
     assert statuses == [200, 200, 429]
 
 
+def test_a_key_of_another_organization_is_refused_as_an_unknown_key(
+    host_client, client, other_org, sql
+):
+    refused_as_unknown(host_client, other_org.telemetry)
+    seen = client.get(f"/api/keys/{other_org.telemetry}", auth=(other_org.sdk, ""))
+    assert seen.json["last_used"] is None  # nor is it used: it does not exist here
+    refused_as_unknown(host_client, other_org.sdk)
+    sql(
+        "UPDATE api_keys SET expires_at = '2000-01-01 00:00:00' WHERE identifier = :identifier",
+        identifier=identifier_of(other_org.sdk),
+    )
+    refused_as_unknown(host_client, other_org.sdk)  # not expired_key: it does not exist here
+
+
+@pytest.mark.parametrize("app_config", [{"RATELIMIT_AUTH_FAILURES": "2/minute"}])
+def test_another_organizations_key_counts_as_a_failed_authentication(host_client, other_org):
+    statuses = [
+        host_client.get("/monitors", auth=(other_org.sdk, "")).status_code for _ in range(3)
+    ]
+    assert statuses == [401, 401, 429]
+
+
+def test_an_organization_that_does_not_exist_serves_no_key(make_host, org, caplog):
+    refused_as_unknown(make_host("acme ").test_client(), org.sdk)
+    assert "'acme ', which does not exist" in caplog.text
+
+
 def test_the_service_keeps_serving_beside_the_host(host_client, org):
     assert host_client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
 
 
 def test_embedded_needs_the_services_own_application():
     with pytest.raises(RuntimeError, match="create_app"):
-        ApiKeys(Flask("elsewhere"))
+        ApiKeys(Flask("elsewhere"), organization="acme")
+
+
+@pytest.mark.parametrize("organization", [None, ""])
+def test_embedded_needs_the_organization_it_serves(app, organization):
+    with pytest.raises(ValueError, match='organization="NAME"'):
+        ApiKeys(app, organization=organization)
+    assert "api_keys" not in app.extensions
+
+
+def test_remote_serves_the_managing_keys_organization_and_no_other():
+    with pytest.raises(ValueError, match="managing key's organization"):
+        ApiKeys(Flask("a"), introspect_url="http://x/api/introspect", key="ak_x", organization="a")
 
 
 def test_remote_needs_a_key_and_an_http_url():
@@ -91,3 +151,10 @@ def test_remote_needs_a_key_and_an_http_url():
 def test_an_unknown_scope_is_refused_when_the_view_is_declared():
     with pytest.raises(ValueError, match="monitor:delete"):
         require_scopes("monitor:read", "monitor:delete")
+
+
+def test_the_docs_show_the_example_that_runs_here():
+    blocks = PYTHON_BLOCK.findall((PROJECT / "docs" / "extension.md").read_text())
+    example = (PROJECT / "examples" / "monitors.py").read_text()
+    assert len(blocks) == 3
+    assert [block for block in blocks if block not in example] == []

@@ -1,13 +1,17 @@
 """The Flask extension remote (app/extension.py): examples/monitors.py's views in a Flask
 application of their own, checking keys with POST /api/introspect of a real gunicorn,
-each answer kept cache_seconds."""
+each answer kept cache_seconds, for the managing key's organization; and the embedded way
+answering another organization's key exactly as the remote way does (CONTRACT.md
+section 19)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
+from app.extensions import db
 from app.keyformat import identifier_of
 from examples import monitors
 from tests.server.conftest import free_port
@@ -38,6 +42,7 @@ def test_keys_are_checked_by_the_service(service, host):
     allowed = host.get("/monitors", auth=(reader, ""))
     assert allowed.status_code == 200
     assert allowed.json["seen_by"] == identifier_of(reader)
+    assert allowed.json["organization"] == "default"  # the first start's, the managing key's
     refused = host.post("/monitors", json={"url": "x"}, auth=(reader, ""))
     assert (refused.status_code, refused.json["code"]) == (403, "forbidden")
     assert refused.mimetype == "application/problem+json"
@@ -46,6 +51,22 @@ def test_keys_are_checked_by_the_service(service, host):
         answer = host.get("/monitors", headers=headers)
         assert (answer.status_code, answer.json["code"]) == (401, "unauthorized")
         assert answer.headers["WWW-Authenticate"] == 'Basic realm="api"'
+
+
+def test_another_organizations_key_is_401_as_the_embedded_way_answers_it(service, host):
+    made = json.loads(service.flask("org", "create", "globex", "--json").stdout)
+    foreign = [key["key"] for key in made["keys"]]
+    embedded = monitors.embedded({"SQLALCHEMY_DATABASE_URI": service.database}, "default")
+    try:
+        for key in foreign:
+            remote = host.get("/monitors", auth=(key, ""))
+            assert (remote.status_code, remote.json["code"]) == (401, "unauthorized")
+            answer = embedded.test_client().get("/monitors", auth=(key, ""))
+            assert (answer.status_code, answer.json) == (401, remote.json)
+            assert answer.headers["WWW-Authenticate"] == remote.headers["WWW-Authenticate"]
+    finally:
+        with embedded.app_context():
+            db.engine.dispose()
 
 
 def test_a_deleted_key_works_at_most_cache_seconds_longer(service, host):
