@@ -8,11 +8,27 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import queries
 from app.errors import RETRY_SHORTLY, ApiError
 from app.extensions import db
+from app.operations import ANY_REQUEST, Operation, documented
 
 bp = Blueprint("health", __name__)
 
 
 @bp.get("/healthz")
+@documented(
+    Operation(
+        "Health",
+        "200 when the database answers, 503 when it does not. No authentication.",
+        200,
+        "The database answers.",
+        ANY_REQUEST,
+        response={
+            "type": "object",
+            "properties": {"status": {"const": "ok"}},
+            "required": ["status"],
+        },
+        secured=False,
+    )
+)
 def healthz():
     try:
         # Reads a real table: a database without its schema is not healthy. Whether an

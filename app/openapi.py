@@ -1,387 +1,43 @@
-"""The OpenAPI 3.1 document, generated once per app from its routes and the marshmallow
-schemas of app/keys/schemas.py (apispec and its marshmallow plugin).
+"""The OpenAPI 3.1 document, assembled once per app from its routes and what each view
+carries (app/operations.py's `@documented`), with apispec and its marshmallow plugin.
 
 Each route of the url_map (but `static`, the docs blueprint that serves this document, and
-the page blueprint, a client of the API rather than a part of it) must have an entry in
-OPERATIONS: a route without one stops the document from being built, so the document
-cannot fall behind the code. Bodies and list parameters come from
-the schemas; this module adds what they cannot say: which statuses each operation
-answers, with which problem codes, and which key it needs.
+the page blueprint, a client of the API rather than a part of it) must carry its
+operation: a route without one stops the document from being built, so the document
+cannot fall behind the code. Bodies and list parameters come from the schemas.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib.metadata import metadata, version
 from typing import Any
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
-from marshmallow import Schema
 
 from app import errors
-from app.audit import schemas as audit_schemas
-from app.checks import schemas as checks_schemas
-from app.checks.views import ANY_METHOD
-from app.keys import schemas
-from app.leaks.schemas import LeakReport
+from app.audit.schemas import EVENT_FIELDS
+from app.keys import json_schema
+from app.operations import (
+    BASIC,
+    BEARER,
+    ERROR_HEADERS,
+    ERROR_MEANINGS,
+    NOT_YET_BESIDE_ITS_VIEW,
+    PROBLEM,
+    PROBLEM_CODES,
+    Operation,
+    operation_of,
+)
 from app.request_body import FORM
-from app.scopes import CUSTOM, FIXED, KINDS, MANAGING_KINDS, SCOPES, SDK_INTEGRATION, to_names
 
 OPENAPI_VERSION = "3.1.0"
 # Endpoints that are not part of the API the document describes.
 UNDOCUMENTED_BLUEPRINTS = frozenset({"docs", "page"})
 UNDOCUMENTED_ENDPOINTS = frozenset({"static"})
 UNDOCUMENTED_METHODS = frozenset({"HEAD", "OPTIONS"})
-
-BASIC, BEARER = "basicAuth", "bearerAuth"
-# A key may use the key-management endpoints when its kind is one of these; the
-# security requirements name them as roles (OpenAPI 3.1 allows role names for any scheme).
-MANAGING_ROLES = tuple(kind for kind in KINDS if kind in MANAGING_KINDS)
-
-# The problem codes of the statuses that carry more than errors.CODES's default.
-PROBLEM_CODES = {
-    401: ("unauthorized", "expired_key"),
-    403: ("forbidden", "scope_exceeds_caller"),
-    409: ("immutable_key",),
-}
-
-# What each error status means, as the document says it.
-ERROR_MEANINGS = {
-    400: "The request is not HTTP the server can read, or its body is not a JSON object "
-    "with unique member names.",
-    401: "No key, a malformed Authorization header, or an unknown or deleted key "
-    "(`unauthorized`); an expired key (`expired_key`).",
-    403: "A telemetry key (`forbidden`), a key that lacks scopes of the key it would alter "
-    "or revoke (`forbidden`), or scopes beyond the calling key's own "
-    "(`scope_exceeds_caller`); on /mcp, any key but an sdk_integration key (`forbidden`).",
-    404: "No key of the caller's organization has this reference.",
-    409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`).",
-    413: "The request body is larger than 64 KiB.",
-    414: "The request line is longer than the server accepts.",
-    415: "The request body is not sent as application/json.",
-    417: "The request's Expect header cannot be met.",
-    422: "A field or query parameter is refused; `errors` names each with its messages.",
-    429: "An abuse limit refused the request; retry after `Retry-After` seconds.",
-    431: "Too many request headers, or one too large.",
-    500: "The server could not complete the request.",
-    501: "The request's transfer coding is not supported.",
-    503: "The database does not answer; retry after `Retry-After` seconds.",
-}
-RETRY_AFTER = {
-    "description": "Whole seconds to wait before retrying.",
-    "required": True,
-    "schema": {"type": "integer", "minimum": 1},
-}
-ERROR_HEADERS = {
-    401: {
-        "WWW-Authenticate": {
-            "description": '`Basic realm="api"`; `Bearer realm="mcp"` on /mcp.',
-            "required": True,
-            "schema": {"type": "string"},
-        }
-    },
-    429: {"Retry-After": RETRY_AFTER},
-    503: {"Retry-After": RETRY_AFTER},
-}
-
-# Every request may meet these: gunicorn's refusals (app/gunicorn_errors.py), a fault,
-# the database gone.
-ANY_REQUEST = (400, 414, 417, 431, 500, 501, 503)
-# Every /api/keys request may meet these too: authentication and the abuse limits.
-KEYS_REQUEST = (*ANY_REQUEST, 401, 403, 429)
-WITH_BODY = (413, 415, 422)
-
-
-@dataclass(frozen=True)
-class Operation:
-    """What the schemas and the url_map do not say about one endpoint and method."""
-
-    summary: str
-    description: str
-    status: int
-    answer: str
-    errors: tuple[int, ...]
-    response: type[Schema] | dict | None = None
-    body: type[Schema] | dict | None = None
-    query: type[Schema] | None = None
-    headers: dict | None = None
-    secured: bool = True
-    body_required: bool = True
-    # Who may call it, when not every managing kind by either scheme.
-    schemes: tuple[str, ...] = (BASIC, BEARER)
-    roles: tuple[str, ...] = MANAGING_ROLES
-    # Responses of its own, beside (or instead of) the shared error responses.
-    responses: dict[int, dict] | None = None
-    # The body as a form too (RFC 7662 clients send one), beside JSON.
-    form: bool = False
-    # Where one endpoint answers several methods alike, each method's own id.
-    operation_id: str | None = None
-
-
-_MANAGING = (
-    "Needs a key of kind " + " or ".join(f"`{role}`" for role in MANAGING_ROLES) + " (a "
-    "telemetry key gets 403)."
-)
-_LOCATION = {
-    "Location": {
-        "description": "The path of the new key: `/api/keys/<identifier>`.",
-        "required": True,
-        "schema": {"type": "string"},
-    }
-}
-
-FORWARDED_HEADERS = {
-    "X-Api-Key-Id": {
-        "description": "The key's identifier.",
-        "required": True,
-        "schema": {"type": "string"},
-    },
-    "X-Api-Key-Kind": {
-        "description": "The key's kind.",
-        "required": True,
-        "schema": {"type": "string", "enum": list(KINDS)},
-    },
-    "X-Api-Key-Scopes": {
-        "description": "The key's scopes, space-separated, in the scope table's order.",
-        "required": True,
-        "schema": {"type": "string"},
-    },
-    "X-Api-Key-Organization": {
-        "description": "The name of the key's organization.",
-        "required": True,
-        "schema": {"type": "string"},
-    },
-}
-INTROSPECTION = {
-    "type": "object",
-    "description": "RFC 7662's answer: only `active` when it is false.",
-    "properties": {
-        "active": {"type": "boolean"},
-        "scope": {
-            "type": "string",
-            "description": "The key's scopes, space-separated, in the scope table's order.",
-        },
-        "client_id": {"type": "string", "description": "The key's identifier."},
-        "token_type": {"type": "string", "enum": ["api_key"]},
-        "iat": {"type": "integer", "description": "When the key was made, Unix seconds."},
-        "exp": {
-            "type": "integer",
-            "description": "When the key expires, Unix seconds; absent when it does not.",
-        },
-        "kind": {"type": "string", "enum": list(KINDS)},
-        "name": {"type": "string"},
-    },
-    "required": ["active"],
-    "additionalProperties": False,
-}
-JSON_RPC_MESSAGE = {
-    "type": "object",
-    "description": "A JSON-RPC 2.0 message: a request (with `id`), a notification, or an "
-    "answer (`result` or `error`).",
-    "properties": {
-        "jsonrpc": {"const": "2.0"},
-        "id": {"type": ["string", "integer", "null"]},
-        "method": {"type": "string"},
-        "params": {"type": "object"},
-        "result": {"type": "object"},
-        "error": {
-            "type": "object",
-            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
-            "required": ["code", "message"],
-        },
-    },
-    "required": ["jsonrpc"],
-}
-# What the protocol (the SDK) answers, beside the service's own refusals.
-MCP_RESPONSES = {
-    202: {"description": "A notification or an answer, accepted; no body."},
-    400: {
-        "description": ERROR_MEANINGS[400] + " Or a JSON object that is no JSON-RPC message "
-        "of the protocol (a JSON-RPC error).",
-        "content": {
-            errors.PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}},
-            "application/json": {"schema": JSON_RPC_MESSAGE},
-        },
-    },
-    406: {
-        "description": "The request's Accept header does not take application/json.",
-        "content": {"application/json": {"schema": JSON_RPC_MESSAGE}},
-    },
-}
-
-OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("keys.list_keys", "GET"): Operation(
-        "List API keys",
-        "The keys of the caller's organization, oldest first (ties by identifier), one page "
-        "at a time, optionally of one kind. " + _MANAGING,
-        200,
-        "One page of keys, and how many there are in all.",
-        (*KEYS_REQUEST, 422),
-        response=schemas.KeyPage,
-        query=schemas.ListArguments,
-    ),
-    ("keys.create_key", "POST"): Operation(
-        "Create an API key",
-        "A new key in the caller's organization. The response is the only one that carries "
-        "the full `key`. " + _MANAGING + " Every scope of the new key (given for `custom`, "
-        "fixed by the kind otherwise) must be held by the caller, else 403 "
-        "`scope_exceeds_caller`.",
-        201,
-        "The new key, with its full value.",
-        (*KEYS_REQUEST, *WITH_BODY),
-        response=schemas.KeyOutput,
-        body=schemas.CreateKey,
-        headers=_LOCATION,
-    ),
-    ("keys.get_key", "GET"): Operation(
-        "Get an API key",
-        "One key of the caller's organization. " + _MANAGING,
-        200,
-        "The key.",
-        (*KEYS_REQUEST, 404),
-        response=schemas.KeyOutput,
-    ),
-    ("keys.update_key", "PUT"): Operation(
-        "Update an API key",
-        "Rename and/or rescope a key (a partial update: `name`, `scopes` or both). "
-        + _MANAGING
-        + " The caller must hold every scope of the key (else 403 `forbidden`) and every "
-        "new scope (else 403 `scope_exceeds_caller`).",
-        200,
-        "The updated key.",
-        (*KEYS_REQUEST, 404, *WITH_BODY, 409),
-        response=schemas.KeyOutput,
-        body=schemas.UpdateKey,
-    ),
-    ("keys.delete_key", "DELETE"): Operation(
-        "Delete an API key",
-        "Revoke a key at once and for good. "
-        + _MANAGING
-        + " The caller must hold every scope of the key (else 403 `forbidden`).",
-        204,
-        "Deleted: the key no longer works.",
-        (*KEYS_REQUEST, 404),
-    ),
-    ("mcp.mcp", "POST"): Operation(
-        "MCP server",
-        "One JSON-RPC message of the Model Context Protocol over Streamable HTTP: stateless "
-        "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
-        "Its tools are the twins of the key operations (see the README). Needs an "
-        "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
-        '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
-        "as every JSON body is (415, 413, 400) before the protocol sees it.",
-        200,
-        "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
-        (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
-        response=JSON_RPC_MESSAGE,
-        body=JSON_RPC_MESSAGE,
-        schemes=(BEARER,),
-        roles=(SDK_INTEGRATION,),
-        responses=MCP_RESPONSES,
-    ),
-    ("keys.rotate_key", "POST"): Operation(
-        "Rotate an API key",
-        "Replace a key: a new key with its name, kind and scopes (the full value, once), "
-        "and the old key deleted at once (`grace_seconds` 0, the default) or expiring "
-        "`grace_seconds` from now (or sooner, if it already expires sooner), written "
-        "together. The body is optional (no body needs no Content-Type). "
-        + _MANAGING
-        + " The caller must hold every scope of the key (else 403 `forbidden`). Works for "
-        "immutable kinds and for expired keys.",
-        201,
-        "The replacement, with its full value.",
-        (*KEYS_REQUEST, 404, *WITH_BODY),
-        response=schemas.KeyOutput,
-        body=schemas.RotateKey,
-        body_required=False,
-        headers=_LOCATION,
-    ),
-    ("audit.list_events", "GET"): Operation(
-        "List audit events",
-        "The organization's key events, newest first, one page at a time: every create, "
-        "update, rotation, delete and leak-report revocation, by whom, from where. "
-        + _MANAGING
-        + " Only a key that holds every scope (an sdk_integration key, or a custom key with "
-        "all eleven) may read it, else 403 `forbidden`.",
-        200,
-        "One page of events, and how many match in all.",
-        (*KEYS_REQUEST, 422),
-        response=audit_schemas.EventPage,
-        query=audit_schemas.EventArguments,
-    ),
-    ("checks.introspect", "POST"): Operation(
-        "Introspect an API key",
-        "RFC 7662 token introspection, for a service that accepts this organization's keys: "
-        "the key to check as `token`, in a form (`application/x-www-form-urlencoded`, as "
-        'RFC 7662 clients send it) or a JSON object. `{"active": false}` and nothing else '
-        "for any key that does not authenticate now (unknown, malformed, deleted, expired, "
-        "of another organization); its facts for one that does. Checking is a use of the "
-        "key (`last_used`). Counted per calling key under `RATELIMIT_INTROSPECT`. " + _MANAGING,
-        200,
-        "Whether the key authenticates now, and if it does, its facts.",
-        (*KEYS_REQUEST, *WITH_BODY),
-        response=INTROSPECTION,
-        body=checks_schemas.Introspection,
-        form=True,
-    ),
-    **{
-        ("checks.forward_auth", method): Operation(
-            "Forward auth",
-            "For a gateway (nginx `auth_request`, Traefik `ForwardAuth`, Caddy "
-            "`forward_auth`): any method, body ignored. Checks the request's own key (any "
-            "kind, telemetry included) against every scope named in the query "
-            "(`?scope=monitor:read&scope=site:read`; none: any valid key passes). 204 with "
-            "the key's facts in headers for the gateway to pass upstream; 401 for no, bad, "
-            "deleted or expired keys; 403 `forbidden` naming the missing scopes; 422 for a "
-            "scope no key can hold. Checking is a use of the key. Counted per checked key "
-            "under `RATELIMIT_INTROSPECT`.",
-            204,
-            "The key holds every scope named.",
-            (*KEYS_REQUEST, 422),
-            query=checks_schemas.ForwardAuthArguments,
-            headers=FORWARDED_HEADERS,
-            roles=KINDS,
-            operation_id="forward_auth" if method == "GET" else f"forward_auth_{method.lower()}",
-        )
-        for method in ANY_METHOD
-        if method not in UNDOCUMENTED_METHODS
-    },
-    ("leaks.revoke", "POST"): Operation(
-        "Report leaked API keys",
-        "For a secret scanner or a person who found keys where they should not be: no "
-        "authentication, since holding a key is the right to end it. Every listed key that "
-        "exists, of any organization, is deleted at once and recorded in its "
-        "organization's audit log (`key.revoked`, actor `leak-report`). The answer is 202 "
-        '`{"received": N}` whatever the keys were: it tells nothing about them. Each '
-        "report counts toward the failed-authentication limit of its address.",
-        202,
-        "The report, received; N is the number of keys listed.",
-        (*ANY_REQUEST, 429, *WITH_BODY),
-        response={
-            "type": "object",
-            "properties": {"received": {"type": "integer", "minimum": 1, "maximum": 100}},
-            "required": ["received"],
-        },
-        body=LeakReport,
-        secured=False,
-    ),
-    ("health.healthz", "GET"): Operation(
-        "Health",
-        "200 when the database answers, 503 when it does not. No authentication.",
-        200,
-        "The database answers.",
-        ANY_REQUEST,
-        response={
-            "type": "object",
-            "properties": {"status": {"const": "ok"}},
-            "required": ["status"],
-        },
-        secured=False,
-    ),
-}
 
 LICENSE = metadata("api-keys-service")["License-Expression"]
 INFO = {
@@ -407,7 +63,7 @@ SECURITY_SCHEMES = {
         "description": "The key as a Bearer token.",
     },
 }
-PROBLEM = {
+PROBLEM_SCHEMA = {
     "type": "object",
     "description": "An error, as RFC 9457 problem details.",
     "properties": {
@@ -424,61 +80,8 @@ PROBLEM = {
     },
     "required": ["type", "title", "status", "detail", "code"],
 }
-# What the key output's fields are beyond their marshmallow type (fields.Function carries
-# none; the times are strings in the date-time format).
-KEY_FIELDS = {
-    "key": {
-        "type": "string",
-        "description": "`<identifier>...`; the full key in the create response only.",
-    },
-    "kind": {"type": "string", "enum": list(KINDS)},
-    "scopes": {"type": "array", "items": {"type": "string", "enum": list(SCOPES)}},
-    "immutable": {"type": "boolean"},
-    "last_used": {"type": ["string", "null"], "format": "date-time"},
-    "created": {"type": "string", "format": "date-time"},
-    "updated": {"type": "string", "format": "date-time"},
-    "expires_at": {
-        "type": ["string", "null"],
-        "format": "date-time",
-        "description": "From this time on the key authenticates nothing; null: never.",
-    },
-    "created_by": {
-        "type": ["string", "null"],
-        "description": "`<identifier>...` of the key whose request made this one; null: the "
-        "operator (CLI or first start).",
-    },
-}
-EXPIRY_INPUT = {
-    "type": ["string", "null"],
-    "format": "date-time",
-    "description": "A time in the future, with `Z` or an offset; null: never expires.",
-}
-# Read-only fields are not in the request schemas (a generated client offers no such
-# argument), but a body that carries them back, as a client that edits a key it read does,
-# is not refused.
-READ_ONLY_INPUT = (
-    "The read-only fields of a key ("
-    + ", ".join(f"`{field}`" for field in sorted(schemas.READ_ONLY))
-    + ") are accepted and ignored, whatever their values; any other unknown field is 422."
-)
-# The control characters names may not hold (C0, DEL, C1), as JSON Schema pattern escapes.
-_CONTROL = "\\x00-\\x1f\\x7f-\\x9f"
-
-
-def _name_input() -> dict[str, str]:
-    """The name rule, made when the document is built (not when a worker starts): Python's
-    other white space (what str.strip() removes) is found among 65,536 characters."""
-    space = "".join(
-        f"\\u{ord(c):04x}"
-        for c in map(chr, range(0x10000))
-        if c.isspace() and not (c < " " or "\x7f" <= c <= "\x9f")
-    )
-    return {
-        "description": "1 to 200 characters after trimming surrounding white space (stored "
-        "trimmed); no control characters.",
-        # Something besides white space, and no control character.
-        "pattern": f"^[^{_CONTROL}]*[^{_CONTROL}{space}][^{_CONTROL}]*$",
-    }
+# The outputs whose every field is always present.
+OUTPUTS = ("KeyOutput", "KeyPage", "Event", "EventPage")
 
 
 def document(app: Flask) -> dict[str, Any]:
@@ -515,30 +118,12 @@ def build(app: Flask) -> dict[str, Any]:
     )
     for name, scheme in SECURITY_SCHEMES.items():
         spec.components.security_scheme(name, scheme)
-    spec.components.schema("Problem", PROBLEM)
+    spec.components.schema("Problem", PROBLEM_SCHEMA)
     for status in ERROR_MEANINGS:
         spec.components.response(errors.CODES[status], _error(status))
-    for schema in (
-        schemas.KeyOutput,
-        schemas.KeyPage,
-        schemas.CreateKey,
-        schemas.UpdateKey,
-        schemas.RotateKey,
-        audit_schemas.Event,
-        audit_schemas.EventPage,
-    ):
-        spec.components.schema(schema.__name__, schema=schema)
-    routes = documented_routes(app)
-    # An operation of a blueprint switched off (MCP_ENABLED) describes nothing, nor is stale.
-    registered = {op for op in OPERATIONS if op[0].partition(".")[0] in app.blueprints}
-    stale = registered - {(endpoint, method) for _, method, endpoint in routes}
-    if stale:
-        raise ValueError(f"described, but no route of the app: {sorted(stale)}")
     paths: dict[str, dict[str, dict]] = {}
-    for path, method, endpoint in sorted(routes):
-        paths.setdefault(path, {})[method.lower()] = _operation(
-            endpoint, OPERATIONS[endpoint, method], path
-        )
+    for path, method, endpoint in sorted(documented_routes(app)):
+        paths.setdefault(path, {})[method.lower()] = _operation(app, endpoint, method, path)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     document = spec.to_dict()
@@ -547,55 +132,23 @@ def build(app: Flask) -> dict[str, Any]:
 
 
 def _complete_schemas(components: dict[str, dict]) -> None:
-    """Say what the marshmallow schemas' fields cannot: every output field is always
-    present, the computed ones with their types; input ignores read-only fields; and the
-    rules the schemas check across fields (their `validates_schema` methods)."""
-    components["KeyOutput"]["properties"].update(KEY_FIELDS)
-    components["Event"]["properties"].update(audit_schemas.EVENT_FIELDS)
-    for name in ("KeyOutput", "KeyPage", "Event", "EventPage"):
+    """Say what the marshmallow schemas' fields cannot: the computed output fields' types,
+    every output field always present, and what the key inputs take."""
+    components["KeyOutput"]["properties"].update(json_schema.OUTPUT_FIELDS)
+    components["Event"]["properties"].update(EVENT_FIELDS)
+    for name in OUTPUTS:
         components[name]["required"] = list(components[name]["properties"])
-    name_input = _name_input()
-    for name in ("CreateKey", "UpdateKey"):
-        components[name]["properties"]["name"].update(name_input)
-        components[name]["description"] = READ_ONLY_INPUT
-    components["CreateKey"]["allOf"] = [
-        _when_kind(CUSTOM, {"required": ["scopes"], "properties": {"scopes": {"minItems": 1}}}),
-        *(
-            _when_kind(kind, {"properties": {"scopes": _exactly(bits)}})
-            for kind, bits in FIXED.items()
-        ),
-    ]
-    # An update changes at least one field, said in words: a schema of anyOf alternatives is
-    # one that client generators cannot make a model of. No key may be left without scopes.
-    update = components["UpdateKey"]
-    update["description"] = (
-        "At least one of "
-        + ", ".join(f"`{field}`" for field in sorted(schemas.UPDATABLE))
-        + " (422 otherwise). "
-        + READ_ONLY_INPUT
-    )
-    for name in ("CreateKey", "UpdateKey", "RotateKey"):
-        components[name]["properties"]["expires_at"] = EXPIRY_INPUT
-    update["properties"]["scopes"]["minItems"] = 1
-    update["properties"]["kind"]["description"] = "Only the key's own kind (422 otherwise)."
+    json_schema.complete_inputs(components)
 
 
-def _when_kind(kind: str, then: dict) -> dict:
-    return {"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]}, "then": then}
-
-
-def _exactly(bits: int) -> dict:
-    """An array of exactly these scopes, in any order, duplicates allowed."""
-    names = to_names(bits)
-    return {
-        "items": {"enum": list(names)},
-        "allOf": [{"contains": {"const": name}} for name in names],
-    }
-
-
-def _operation(endpoint: str, operation: Operation, path: str) -> dict[str, Any]:
+def _operation(app: Flask, endpoint: str, method: str, path: str) -> dict[str, Any]:
+    """The operation the view of `endpoint` carries, for `method` of `path`."""
+    operation = operation_of(app.view_functions[endpoint]) or NOT_YET_BESIDE_ITS_VIEW.get(endpoint)
+    if operation is None:
+        raise KeyError(f"the view of {endpoint} documents no operation (app/operations.py)")
+    name = endpoint.rpartition(".")[2]
     result: dict[str, Any] = {
-        "operationId": operation.operation_id or endpoint.rpartition(".")[2],
+        "operationId": (operation.operation_ids or {}).get(method, name),
         "summary": operation.summary,
         "description": operation.description,
         "tags": [endpoint.partition(".")[0]],
@@ -645,7 +198,7 @@ def _error(status: int) -> dict[str, Any]:
         "description": f"{ERROR_MEANINGS[status]} `status` {status}, `code` "
         + " or ".join(f"`{code}`" for code in codes)
         + ".",
-        "content": {errors.PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        "content": {errors.PROBLEM_JSON: {"schema": PROBLEM}},
     }
     if status in ERROR_HEADERS:
         response["headers"] = ERROR_HEADERS[status]

@@ -14,6 +14,7 @@ from openapi_spec_validator.validation import OpenAPIV31SpecValidator
 from app import openapi
 from app.errors import CODES
 from app.keys import schemas
+from app.operations import ANY_REQUEST, ERROR_MEANINGS, PROBLEM_CODES, Operation, documented
 from app.scopes import KINDS
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
@@ -71,11 +72,16 @@ def test_a_route_the_document_does_not_describe_stops_the_document(make_app):
         openapi.build(app)
 
 
-def test_a_description_of_a_route_that_is_gone_stops_the_document(make_app, monkeypatch):
-    gone = openapi.OPERATIONS["keys.get_key", "GET"]
-    monkeypatch.setitem(openapi.OPERATIONS, ("keys.gone", "GET"), gone)
-    with pytest.raises(ValueError, match=r"keys\.gone"):
-        openapi.build(make_app())
+def test_a_route_is_documented_by_the_operation_its_view_carries(make_app):
+    """A new endpoint is written in one place: its view, with its operation beside it."""
+    app = make_app()
+    answer = Operation("Extra", "Nothing.", 200, "Done.", ANY_REQUEST, secured=False)
+    app.add_url_rule("/api/extra/<name>", "extra", documented(answer)(lambda name: ""))
+    extra = openapi.build(app)["paths"]["/api/extra/{name}"]["get"]
+    assert extra["operationId"] == "extra"
+    assert (extra["summary"], extra["security"]) == ("Extra", [])
+    assert {"200", "400", "503"} <= set(extra["responses"])
+    assert [parameter["name"] for parameter in extra["parameters"]] == ["name"]
 
 
 def test_the_document_is_valid_openapi_3_1(document):
@@ -128,12 +134,12 @@ def test_every_error_is_a_plain_problem_naming_its_status_and_codes(document):
     """The plain Problem schema on every error (a schema narrowed per status with allOf and
     a const is one that openapi-python-client cannot type); status and codes in words."""
     responses = document["components"]["responses"]
-    for status in openapi.ERROR_MEANINGS:
+    for status in ERROR_MEANINGS:
         response = responses[CODES[status]]
         [(media_type, content)] = response["content"].items()
         assert media_type == "application/problem+json"
         assert content["schema"] == {"$ref": "#/components/schemas/Problem"}
-        code = openapi.PROBLEM_CODES.get(status, (CODES[status],))[0]
+        code = PROBLEM_CODES.get(status, (CODES[status],))[0]
         assert f"`status` {status}, `code` `{code}`" in response["description"]
     assert "Retry-After" in responses["rate_limited"]["headers"]
     assert "Retry-After" in responses["unavailable"]["headers"]

@@ -9,8 +9,9 @@ from flask import Blueprint, request
 from app import auth, keyformat, limits, queries
 from app.checks import schemas
 from app.keys import service
+from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.request_body import form_or_json_object
-from app.scopes import to_bits, to_names
+from app.scopes import KINDS, to_bits, to_names
 from app.timestamps import unix_seconds
 
 bp = Blueprint("checks", __name__, url_prefix="/api")
@@ -21,8 +22,74 @@ INACTIVE = {"active": False}
 # RFC 7662's token_type for the keys of this service.
 KEY_TYPE = "api_key"
 
+FORWARDED_HEADERS = {
+    "X-Api-Key-Id": {
+        "description": "The key's identifier.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "X-Api-Key-Kind": {
+        "description": "The key's kind.",
+        "required": True,
+        "schema": {"type": "string", "enum": list(KINDS)},
+    },
+    "X-Api-Key-Scopes": {
+        "description": "The key's scopes, space-separated, in the scope table's order.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "X-Api-Key-Organization": {
+        "description": "The name of the key's organization.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+}
+INTROSPECTION = {
+    "type": "object",
+    "description": "RFC 7662's answer: only `active` when it is false.",
+    "properties": {
+        "active": {"type": "boolean"},
+        "scope": {
+            "type": "string",
+            "description": "The key's scopes, space-separated, in the scope table's order.",
+        },
+        "client_id": {"type": "string", "description": "The key's identifier."},
+        "token_type": {"type": "string", "enum": [KEY_TYPE]},
+        "iat": {"type": "integer", "description": "When the key was made, Unix seconds."},
+        "exp": {
+            "type": "integer",
+            "description": "When the key expires, Unix seconds; absent when it does not.",
+        },
+        "kind": {"type": "string", "enum": list(KINDS)},
+        "name": {"type": "string"},
+    },
+    "required": ["active"],
+    "additionalProperties": False,
+}
+
 
 @bp.route("/forward-auth", methods=ANY_METHOD)
+@documented(
+    Operation(
+        "Forward auth",
+        "For a gateway (nginx `auth_request`, Traefik `ForwardAuth`, Caddy "
+        "`forward_auth`): any method, body ignored. Checks the request's own key (any "
+        "kind, telemetry included) against every scope named in the query "
+        "(`?scope=monitor:read&scope=site:read`; none: any valid key passes). 204 with "
+        "the key's facts in headers for the gateway to pass upstream; 401 for no, bad, "
+        "deleted or expired keys; 403 `forbidden` naming the missing scopes; 422 for a "
+        "scope no key can hold. Checking is a use of the key. Counted per checked key "
+        "under `RATELIMIT_INTROSPECT`.",
+        204,
+        "The key holds every scope named.",
+        (*KEYS_REQUEST, 422),
+        query=schemas.ForwardAuthArguments,
+        headers=FORWARDED_HEADERS,
+        roles=KINDS,
+        # GET's is the view's name.
+        operation_ids={m: f"forward_auth_{m.lower()}" for m in ANY_METHOD if m != "GET"},
+    )
+)
 def forward_auth():
     """204 when the request's own key holds every scope the query names, with what the
     gateway passes upstream; 401, 403 naming the missing scopes, 422 for an unknown one."""
@@ -43,6 +110,23 @@ def forward_auth():
 
 
 @bp.post("/introspect")
+@documented(
+    Operation(
+        "Introspect an API key",
+        "RFC 7662 token introspection, for a service that accepts this organization's keys: "
+        "the key to check as `token`, in a form (`application/x-www-form-urlencoded`, as "
+        'RFC 7662 clients send it) or a JSON object. `{"active": false}` and nothing else '
+        "for any key that does not authenticate now (unknown, malformed, deleted, expired, "
+        "of another organization); its facts for one that does. Checking is a use of the "
+        "key (`last_used`). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
+        200,
+        "Whether the key authenticates now, and if it does, its facts.",
+        (*KEYS_REQUEST, *WITH_BODY),
+        response=INTROSPECTION,
+        body=schemas.Introspection,
+        form=True,
+    )
+)
 def introspect():
     """RFC 7662: the facts of the caller's organization's key named by `token` when it
     authenticates now; `{"active": false}` and nothing else for anything else."""

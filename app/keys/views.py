@@ -1,4 +1,5 @@
-"""The blueprint at /api/keys: thin views (load, call the service, dump)."""
+"""The blueprint at /api/keys: thin views (load, call the service, dump), each with its
+operation in the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -6,13 +7,34 @@ from flask import Blueprint, url_for
 
 from app import auth
 from app.keys import schemas, service
+from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.request_body import has_body, json_object, query_arguments
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
 bp.before_request(auth.require_managing_key)
 
+LOCATION = {
+    "Location": {
+        "description": "The path of the new key: `/api/keys/<identifier>`.",
+        "required": True,
+        "schema": {"type": "string"},
+    }
+}
+
 
 @bp.get("")
+@documented(
+    Operation(
+        "List API keys",
+        "The keys of the caller's organization, oldest first (ties by identifier), one page "
+        "at a time, optionally of one kind. " + MANAGING,
+        200,
+        "One page of keys, and how many there are in all.",
+        (*KEYS_REQUEST, 422),
+        response=schemas.KeyPage,
+        query=schemas.ListArguments,
+    )
+)
 def list_keys():
     query = query_arguments()
     arguments = schemas.list_arguments.load(query) if query else schemas.list_defaults
@@ -20,6 +42,21 @@ def list_keys():
 
 
 @bp.post("")
+@documented(
+    Operation(
+        "Create an API key",
+        "A new key in the caller's organization. The response is the only one that carries "
+        "the full `key`. " + MANAGING + " Every scope of the new key (given for `custom`, "
+        "fixed by the kind otherwise) must be held by the caller, else 403 "
+        "`scope_exceeds_caller`.",
+        201,
+        "The new key, with its full value.",
+        (*KEYS_REQUEST, *WITH_BODY),
+        response=schemas.KeyOutput,
+        body=schemas.CreateKey,
+        headers=LOCATION,
+    )
+)
 def create_key():
     data = schemas.create_key.load(json_object())
     key, full_key = service.create_key(auth.caller(), data)
@@ -28,11 +65,35 @@ def create_key():
 
 
 @bp.get("/<reference>")
+@documented(
+    Operation(
+        "Get an API key",
+        "One key of the caller's organization. " + MANAGING,
+        200,
+        "The key.",
+        (*KEYS_REQUEST, 404),
+        response=schemas.KeyOutput,
+    )
+)
 def get_key(reference: str):
     return schemas.dump_key(service.find_key(auth.caller(), reference))
 
 
 @bp.put("/<reference>")
+@documented(
+    Operation(
+        "Update an API key",
+        "Rename and/or rescope a key (a partial update: `name`, `scopes` or both). "
+        + MANAGING
+        + " The caller must hold every scope of the key (else 403 `forbidden`) and every "
+        "new scope (else 403 `scope_exceeds_caller`).",
+        200,
+        "The updated key.",
+        (*KEYS_REQUEST, 404, *WITH_BODY, 409),
+        response=schemas.KeyOutput,
+        body=schemas.UpdateKey,
+    )
+)
 def update_key(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)
@@ -41,6 +102,17 @@ def update_key(reference: str):
 
 
 @bp.delete("/<reference>")
+@documented(
+    Operation(
+        "Delete an API key",
+        "Revoke a key at once and for good. "
+        + MANAGING
+        + " The caller must hold every scope of the key (else 403 `forbidden`).",
+        204,
+        "Deleted: the key no longer works.",
+        (*KEYS_REQUEST, 404),
+    )
+)
 def delete_key(reference: str):
     caller = auth.caller()
     service.delete_key(caller, service.find_key(caller, reference))
@@ -48,6 +120,25 @@ def delete_key(reference: str):
 
 
 @bp.post("/<reference>/rotate")
+@documented(
+    Operation(
+        "Rotate an API key",
+        "Replace a key: a new key with its name, kind and scopes (the full value, once), "
+        "and the old key deleted at once (`grace_seconds` 0, the default) or expiring "
+        "`grace_seconds` from now (or sooner, if it already expires sooner), written "
+        "together. The body is optional (no body needs no Content-Type). "
+        + MANAGING
+        + " The caller must hold every scope of the key (else 403 `forbidden`). Works for "
+        "immutable kinds and for expired keys.",
+        201,
+        "The replacement, with its full value.",
+        (*KEYS_REQUEST, 404, *WITH_BODY),
+        response=schemas.KeyOutput,
+        body=schemas.RotateKey,
+        body_required=False,
+        headers=LOCATION,
+    )
+)
 def rotate_key(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)

@@ -9,7 +9,8 @@ from flask import Blueprint
 
 from app import auth, limits
 from app.keys import service
-from app.leaks.schemas import leak_report
+from app.leaks.schemas import LeakReport, leak_report
+from app.operations import ANY_REQUEST, WITH_BODY, Operation, documented
 from app.request_body import json_object
 
 bp = Blueprint("leaks", __name__, url_prefix="/api/revoke")
@@ -17,6 +18,27 @@ bp.after_request(auth.no_store)
 
 
 @bp.post("")
+@documented(
+    Operation(
+        "Report leaked API keys",
+        "For a secret scanner or a person who found keys where they should not be: no "
+        "authentication, since holding a key is the right to end it. Every listed key that "
+        "exists, of any organization, is deleted at once and recorded in its "
+        "organization's audit log (`key.revoked`, actor `leak-report`). The answer is 202 "
+        '`{"received": N}` whatever the keys were: it tells nothing about them. Each '
+        "report counts toward the failed-authentication limit of its address.",
+        202,
+        "The report, received; N is the number of keys listed.",
+        (*ANY_REQUEST, 429, *WITH_BODY),
+        response={
+            "type": "object",
+            "properties": {"received": {"type": "integer", "minimum": 1, "maximum": 100}},
+            "required": ["received"],
+        },
+        body=LeakReport,
+        secured=False,
+    )
+)
 def revoke():
     limits.check_address()
     limits.count_failure()

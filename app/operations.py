@@ -1,0 +1,180 @@
+"""What a view says of itself in the OpenAPI document, beside its route: `@documented(
+Operation(...))` records the statuses it answers, with which bodies and problem codes, and
+which key it needs; app/openapi.py only assembles what the views carry.
+
+The shared words live here too: what each error status means, the statuses every request
+may meet, who may manage keys. Nothing here imports a blueprint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from marshmallow import Schema
+
+from app.errors import PROBLEM_JSON
+from app.scopes import KINDS, MANAGING_KINDS, SDK_INTEGRATION
+
+BASIC, BEARER = "basicAuth", "bearerAuth"
+# A key may use the key-management endpoints when its kind is one of these; the
+# security requirements name them as roles (OpenAPI 3.1 allows role names for any scheme).
+MANAGING_ROLES = tuple(kind for kind in KINDS if kind in MANAGING_KINDS)
+MANAGING = (
+    "Needs a key of kind " + " or ".join(f"`{role}`" for role in MANAGING_ROLES) + " (a "
+    "telemetry key gets 403)."
+)
+
+# Every request may meet these: gunicorn's refusals (app/gunicorn_errors.py), a fault,
+# the database gone.
+ANY_REQUEST = (400, 414, 417, 431, 500, 501, 503)
+# Every /api/keys request may meet these too: authentication and the abuse limits.
+KEYS_REQUEST = (*ANY_REQUEST, 401, 403, 429)
+WITH_BODY = (413, 415, 422)
+
+# What each error status means, as the document says it.
+ERROR_MEANINGS = {
+    400: "The request is not HTTP the server can read, or its body is not a JSON object "
+    "with unique member names.",
+    401: "No key, a malformed Authorization header, or an unknown or deleted key "
+    "(`unauthorized`); an expired key (`expired_key`).",
+    403: "A telemetry key (`forbidden`), a key that lacks scopes of the key it would alter "
+    "or revoke (`forbidden`), or scopes beyond the calling key's own "
+    "(`scope_exceeds_caller`); on /mcp, any key but an sdk_integration key (`forbidden`).",
+    404: "No key of the caller's organization has this reference.",
+    409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`).",
+    413: "The request body is larger than 64 KiB.",
+    414: "The request line is longer than the server accepts.",
+    415: "The request body is not sent as application/json.",
+    417: "The request's Expect header cannot be met.",
+    422: "A field or query parameter is refused; `errors` names each with its messages.",
+    429: "An abuse limit refused the request; retry after `Retry-After` seconds.",
+    431: "Too many request headers, or one too large.",
+    500: "The server could not complete the request.",
+    501: "The request's transfer coding is not supported.",
+    503: "The database does not answer; retry after `Retry-After` seconds.",
+}
+# The problem codes of the statuses that carry more than errors.CODES's default.
+PROBLEM_CODES = {
+    401: ("unauthorized", "expired_key"),
+    403: ("forbidden", "scope_exceeds_caller"),
+    409: ("immutable_key",),
+}
+RETRY_AFTER = {
+    "description": "Whole seconds to wait before retrying.",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1},
+}
+ERROR_HEADERS = {
+    401: {
+        "WWW-Authenticate": {
+            "description": '`Basic realm="api"`; `Bearer realm="mcp"` on /mcp.',
+            "required": True,
+            "schema": {"type": "string"},
+        }
+    },
+    429: {"Retry-After": RETRY_AFTER},
+    503: {"Retry-After": RETRY_AFTER},
+}
+PROBLEM = {"$ref": "#/components/schemas/Problem"}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What the schemas and the url_map do not say about one view."""
+
+    summary: str
+    description: str
+    status: int
+    answer: str
+    errors: tuple[int, ...]
+    response: type[Schema] | dict | None = None
+    body: type[Schema] | dict | None = None
+    query: type[Schema] | None = None
+    headers: dict | None = None
+    secured: bool = True
+    body_required: bool = True
+    # Who may call it, when not every managing kind by either scheme.
+    schemes: tuple[str, ...] = (BASIC, BEARER)
+    roles: tuple[str, ...] = MANAGING_ROLES
+    # Responses of its own, beside (or instead of) the shared error responses.
+    responses: Mapping[int, dict] | None = None
+    # The body as a form too (RFC 7662 clients send one), beside JSON.
+    form: bool = False
+    # Where one view answers several methods alike, the ids of the methods whose id is not
+    # the view's name.
+    operation_ids: Mapping[str, str] | None = None
+
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def documented(operation: Operation) -> Callable[[View], View]:
+    """Record `operation` on the view, for every method of its route."""
+
+    def record(view: View) -> View:
+        view.operation = operation  # type: ignore[attr-defined]
+        return view
+
+    return record
+
+
+def operation_of(view: Callable[..., Any]) -> Operation | None:
+    return getattr(view, "operation", None)
+
+
+JSON_RPC_MESSAGE = {
+    "type": "object",
+    "description": "A JSON-RPC 2.0 message: a request (with `id`), a notification, or an "
+    "answer (`result` or `error`).",
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["string", "integer", "null"]},
+        "method": {"type": "string"},
+        "params": {"type": "object"},
+        "result": {"type": "object"},
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        },
+    },
+    "required": ["jsonrpc"],
+}
+# The one operation not yet beside its view: POST /mcp, to move to app/mcp/views.py as
+# `@documented(MCP)` (with JSON_RPC_MESSAGE), after which this table goes.
+NOT_YET_BESIDE_ITS_VIEW = {
+    "mcp.mcp": Operation(
+        "MCP server",
+        "One JSON-RPC message of the Model Context Protocol over Streamable HTTP: stateless "
+        "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
+        "Its tools are the twins of the key operations (see the README). Needs an "
+        "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
+        '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
+        "as every JSON body is (415, 413, 400) before the protocol sees it.",
+        200,
+        "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
+        (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
+        response=JSON_RPC_MESSAGE,
+        body=JSON_RPC_MESSAGE,
+        schemes=(BEARER,),
+        roles=(SDK_INTEGRATION,),
+        # What the protocol (the SDK) answers, beside the service's own refusals.
+        responses={
+            202: {"description": "A notification or an answer, accepted; no body."},
+            400: {
+                "description": ERROR_MEANINGS[400] + " Or a JSON object that is no JSON-RPC "
+                "message of the protocol (a JSON-RPC error).",
+                "content": {
+                    PROBLEM_JSON: {"schema": PROBLEM},
+                    "application/json": {"schema": JSON_RPC_MESSAGE},
+                },
+            },
+            406: {
+                "description": "The request's Accept header does not take application/json.",
+                "content": {"application/json": {"schema": JSON_RPC_MESSAGE}},
+            },
+        },
+    ),
+}
