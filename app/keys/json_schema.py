@@ -44,8 +44,9 @@ READ_ONLY_INPUT = (
     + ", ".join(f"`{field}`" for field in sorted(READ_ONLY))
     + ") are accepted and ignored, whatever their values; any other unknown field is 422."
 )
-# The control characters names may not hold (C0, DEL, C1), as JSON Schema pattern escapes.
-_CONTROL = "\\x00-\\x1f\\x7f-\\x9f"
+# What names may not hold (app/keys/schemas.py's rule), as JSON Schema pattern escapes:
+# control characters (C0, DEL, C1) and bidirectional controls.
+_REFUSED = "\\x00-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069"
 
 
 def complete_inputs(components: dict[str, dict]) -> None:
@@ -87,9 +88,9 @@ def _name_input() -> dict[str, str]:
     )
     return {
         "description": "1 to 200 characters after trimming surrounding white space (stored "
-        "trimmed); no control characters.",
-        # Something besides white space, and no control character.
-        "pattern": f"^[^{_CONTROL}]*[^{_CONTROL}{space}][^{_CONTROL}]*$",
+        "trimmed); no control characters, no bidirectional controls.",
+        # Something besides white space, and nothing refused.
+        "pattern": f"^[^{_REFUSED}]*[^{_REFUSED}{space}][^{_REFUSED}]*$",
     }
 
 
