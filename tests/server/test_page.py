@@ -489,6 +489,56 @@ def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
     assert server.request("GET", "/api/keys", org.sdk).status == 401
 
 
+def test_rotate_says_when_the_new_key_expires_and_it_does(tab, server, org):
+    # 06:15:30 UTC is 12:00:30 in Kathmandu: the input holds minutes, the API seconds.
+    limited = make_key(server, org.sdk, "Quarterly", expires_at="2031-01-15T06:15:30Z")
+    make_key(server, org.sdk, "Forever")
+    make_key(server, org.sdk, "Bygone", expires_at=in_seconds(1))
+    page = tab.page
+    use_key(page, org.sdk)
+    rotate = dialog(page, "Rotate this key?")
+    line = page.locator("#rotate-expiry")
+    inherited = re.compile(r"^The new key expires 15 Jan 2031, 12:00 \S+\.$")
+
+    # A future expiry: the new key keeps it, unless the person says otherwise.
+    row(page, "Quarterly").get_by_role("button", name="Rotate").click()
+    expect(line).to_have_text(inherited)
+    expect(rotate).to_have_accessible_description(re.compile(r"The new key expires 15 Jan"))
+    expect(rotate.get_by_label("Expires")).to_have_value("2031-01-15T12:00")
+    rotate.get_by_role("button", name="No expiry").click()
+    expect(line).to_have_text("The new key does not expire.")
+    rotate.get_by_label("Expires").fill("2032-03-04T05:45")
+    expect(line).to_have_text(re.compile(r"^The new key expires 4 Mar 2032, 05:45 "))
+    rotate.get_by_role("button", name="Cancel").click()
+    row(page, "Quarterly").get_by_role("button", name="Rotate").click()
+    expect(line).to_have_text(inherited)  # afresh
+    rotate.get_by_role("button", name="Rotate key").click()
+    rotated = dialog(page, "Key rotated")
+    successor = rotated.get_by_role("textbox", name="New key").input_value()
+    rotated.get_by_role("button", name="Done").click()
+    expect(row(page, "Quarterly")).to_contain_text(identifier(successor) + "...")
+    expect(row(page, "Quarterly").get_by_role("cell").nth(4)).to_contain_text("15 Jan 2031")
+    kept = read_key(server, org.sdk, identifier(successor))["expires_at"]
+    assert kept == limited["expires_at"] == "2031-01-15T06:15:30.000000Z"
+
+    # "No expiry" makes the next one permanent, as the line says.
+    row(page, "Quarterly").get_by_role("button", name="Rotate").click()
+    rotate.get_by_role("button", name="No expiry").click()
+    expect(line).to_have_text("The new key does not expire.")
+    rotate.get_by_role("button", name="Rotate key").click()
+    successor = rotated.get_by_role("textbox", name="New key").input_value()
+    rotated.get_by_role("button", name="Done").click()
+    assert read_key(server, org.sdk, identifier(successor))["expires_at"] is None
+
+    # No expiry, or one already past: none for the new key either.
+    page.wait_for_timeout(1100)
+    for name in ("Forever", "Bygone"):
+        row(page, name).get_by_role("button", name="Rotate").click()
+        expect(line).to_have_text("The new key does not expire.")
+        expect(rotate.get_by_label("Expires")).to_have_value("")
+        rotate.get_by_role("button", name="Cancel").click()
+
+
 def test_an_expired_key_is_listed_renamed_and_refused_as_the_key_in_use(tab, server, org):
     tab.expect_refusal(401)
     soon = in_seconds(2)

@@ -165,6 +165,7 @@ for (const clear of document.querySelectorAll(".no-expiry")) {
   clear.addEventListener("click", () => {
     const input = $(clear.dataset.for);
     input.value = "";
+    input.dispatchEvent(new Event("input")); // as if the person had emptied it
     input.focus();
   });
 }
@@ -526,17 +527,35 @@ $("copy").addEventListener("click", async () => {
 });
 
 let rotating = null;
+// What the API gives the new key when the body names no expiry: the old key's, when it is
+// still ahead; else none (a time-limited key never becomes permanent by a rotation).
+let inherited = null;
 
 function openRotate(key, opener) {
   rotating = key;
+  inherited = key.expires_at && new Date(key.expires_at) > new Date() ? key.expires_at : null;
   $("rotate-name").textContent = key.name;
   $("rotate-shown").textContent = key.key;
   $("rotate-grace").value = "0";
-  $("rotate-expires").value = "";
+  const expires = $("rotate-expires");
+  expires.value = expires.dataset.shown = localInput(inherited);
+  sayNewExpiry();
   showError($("rotate-error"), null);
   showDialog($("rotate-dialog"), opener);
   $("rotate-grace").focus();
 }
+
+/** The new key's expiry, as the Expires input will make it: unchanged, the inherited one. */
+function sayNewExpiry() {
+  const expires = $("rotate-expires");
+  const changed = expires.value !== expires.dataset.shown;
+  const iso = changed ? expires.value && new Date(expires.value).toISOString() : inherited;
+  $("rotate-expiry").textContent = iso
+    ? `The new key expires ${when.format(new Date(iso))}.`
+    : "The new key does not expire.";
+}
+
+$("rotate-expires").addEventListener("input", sayNewExpiry);
 
 $("rotate-form").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -550,9 +569,11 @@ $("rotate-form").addEventListener("submit", async (event) => {
     }
     // Empty is sent as null, for the API to refuse: no default should end a key at once.
     const body = { grace_seconds: grace.value === "" ? null : Number(grace.value) };
-    const expiry = expiryOf($("rotate-expires"));
-    if (expiry) {
-      body.expires_at = expiry;
+    // Sent when changed (null: never); unchanged, the API gives the inherited expiry to
+    // the second, where the input holds only minutes.
+    const expires = $("rotate-expires");
+    if (expires.value !== expires.dataset.shown || expires.validity.badInput) {
+      body.expires_at = expiryOf(expires);
     }
     answer = await api("POST", `${keyPath(rotating.key)}/rotate`, body);
   } catch (error) {
