@@ -86,7 +86,7 @@ INTROSPECTION = {
         query=schemas.ForwardAuthArguments,
         headers=FORWARDED_HEADERS,
         roles=KINDS,
-        # GET's is the view's name.
+        # A gateway forwards any method: each its own operation id, GET's the view's name.
         operation_ids={m: f"forward_auth_{m.lower()}" for m in ANY_METHOD if m != "GET"},
     )
 )
