@@ -12,7 +12,8 @@
 
     curl -u "$KEY:" http://127.0.0.1:5001/monitors
 
-tests/test_extension.py runs the first, tests/server/test_extension_remote.py the second.
+tests/test_extension.py runs the first, tests/server/test_extension_remote.py the second;
+docs/extension.md shows both.
 """
 
 from __future__ import annotations

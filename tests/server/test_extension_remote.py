@@ -93,3 +93,11 @@ def test_a_service_that_does_not_answer_is_503(org):
     answer = host.get("/monitors", auth=(org.sdk, ""))
     assert (answer.status_code, answer.json["code"]) == (503, "unavailable")
     assert answer.headers["Retry-After"] == "1"
+
+
+def test_an_answer_that_is_not_introspections_is_503(service):
+    url = f"http://127.0.0.1:{service.port}"
+    app = monitors.remote(url, sdk_key(service))
+    app.extensions["api_keys"].url = url + "/api/forward-auth"  # a wrong URL: 204, no body
+    answer = app.test_client().get("/monitors", auth=(sdk_key(service), ""))
+    assert (answer.status_code, answer.json["code"]) == (503, "unavailable")
