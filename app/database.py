@@ -36,7 +36,8 @@ def _sqlite_pragmas(dbapi_connection, connection_record) -> None:
     BEGIN IMMEDIATE, which takes the write lock at once, waiting up to busy_timeout for
     another process's writer. So a write never upgrades a read snapshot, the one case that
     fails with "database is locked" however long the timeout. Keep it so: no SAVEPOINT
-    (begin_nested) and no read-then-write transactions of our own on SQLite.
+    (begin_nested), and a transaction that reads before it writes begins with BEGIN
+    IMMEDIATE itself (queries.locked_key, the read each write of a key decides from).
     """
     dbapi_connection.isolation_level = "IMMEDIATE"
     cursor = dbapi_connection.cursor()

@@ -1,6 +1,7 @@
 """Every read the service makes, each behind a named function: the key a request presents,
-a key of an organization, a page of keys with its total, an organization, the audit log.
-The writes are elsewhere: keys in app/keys/service.py, events in app/audit.
+a key of an organization, a page of keys with its total, an organization, the audit log;
+and the read a write of a key decides from (locked_key). The writes are elsewhere: keys in
+app/keys/service.py, events in app/audit.
 
 The reads on a request's path (authentication, a key, an unfiltered list page and its
 total, forward auth's organization name) are SQLAlchemy Core statements built once here
@@ -82,7 +83,9 @@ _HOLDER = Read(
     ).where(_KEYS.c.digest == bindparam("digest"))
 )
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
-_BY_IDENTIFIER = Read(_KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION))
+_OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
+_BY_IDENTIFIER = Read(_OF_IDENTIFIER)
+_LOCKED = _OF_IDENTIFIER.with_for_update()  # SQLite has no FOR UPDATE: its SQL leaves it out
 # The total of a page: one row per kind, kept by the database (models.KeyCount).
 _TOTAL = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
     _COUNTED.c.organization_id == bindparam("organization_id")
@@ -131,6 +134,35 @@ def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
 
 def key_by_identifier(organization_id: int, identifier: str) -> Key | None:
     row = _BY_IDENTIFIER.first({"identifier": identifier, "organization_id": organization_id})
+    return None if row is None else Key._make(row)
+
+
+def locked_key(organization_id: int, identifier: str) -> Key | None:
+    """The key as it is inside db.session's transaction, locked until that transaction
+    ends: what a write of the key decides from (its caller's power over it, what it copies
+    or records as before), since a read made before the transaction may be stale by then.
+
+    PostgreSQL: SELECT ... FOR UPDATE; a concurrent write of the key waits for this
+    transaction, and one holding the row first makes this read wait, then see its commit
+    (READ COMMITTED, app/database.py).
+
+    SQLite has one writer per database and no FOR UPDATE: the transaction begins here with
+    BEGIN IMMEDIATE, which takes the write lock (waiting up to busy_timeout) before the
+    read, so that what it reads cannot change until COMMIT. Python's sqlite3 (legacy mode,
+    app/database.py) would begin the transaction only before the first INSERT, UPDATE or
+    DELETE, after this read. SQLAlchemy's recipe for pysqlite (no sqlite3 transactions, a
+    BEGIN on the engine's "begin" event, as migrations/env.py does) would begin every
+    session transaction so, the read-only ones too (filtered pages, the audit log, the
+    health check): under BEGIN IMMEDIATE they would queue behind writers; under BEGIN,
+    a later write in one would fail to upgrade its snapshot. A transaction that has already
+    written holds the lock (sqlite3 began it as BEGIN IMMEDIATE) and is not begun again.
+    """
+    connection = db.session.connection()
+    on_sqlite = connection.dialect.name == "sqlite"
+    if on_sqlite and not connection.connection.dbapi_connection.in_transaction:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    parameters = {"identifier": identifier, "organization_id": organization_id}
+    row = connection.execute(_LOCKED, parameters).first()
     return None if row is None else Key._make(row)
 
 

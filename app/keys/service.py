@@ -7,11 +7,13 @@ in the CLI): no query runs without it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import and_, bindparam, case, delete, update
+from sqlalchemy import bindparam, delete, update
 from sqlalchemy.exc import IntegrityError
 
 from app import audit, keyformat, queries
@@ -34,11 +36,12 @@ from app.timestamps import TICK, from_iso, iso, seconds_since, utcnow
 # The keys every new organization starts with: (name, kind).
 STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
 
-# Writes name a key by its identifier, never by its id: SQLite gives a deleted row's id to
-# the next key made, so a write meant for a key another request has just deleted (or
-# rotated) would land on that request's new key.
+# Writes (and their locked reads) name a key by its identifier, never by its id: SQLite
+# gives a deleted row's id to the next key made, so a write meant for a key another request
+# has just deleted (or rotated) would land on that request's new key.
 _KEYS = ApiKey.__table__
 _UPDATE = update(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
+_DELETE = delete(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
 _RECORD_USE = _UPDATE.values(last_used=bindparam("now"))
 
 
@@ -64,6 +67,22 @@ def _require_power_over(caller: Caller, key: Key) -> None:
     """A key may alter or revoke only keys whose scopes it holds all of."""
     if exceeding(key.scope_bits, caller.scope_bits):
         raise ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
+
+
+@contextmanager
+def _locked(caller: Caller, key: Key) -> Iterator[Key]:
+    """`key` as it is now, locked in this write's transaction (queries.locked_key): what
+    the write decides from, not the view's read of it (find_key), which another request
+    may have made stale since; 404 when it was deleted meanwhile. A refusal ends the
+    transaction, and with it the lock."""
+    try:
+        current = queries.locked_key(caller.organization_id, key.identifier)
+        if current is None:
+            raise _not_found()
+        yield current
+    except BaseException:
+        db.session.rollback()
+        raise
 
 
 def find_key(caller: Caller, reference: str) -> Key:
@@ -160,64 +179,64 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
 
 
 def update_key(caller: Caller, key: Key, data: dict) -> Key:
-    """Rename and/or rescope a key; refusals in the contract's order (422, 403, 409)."""
-    if data.get("kind", key.kind) != key.kind:
-        raise invalid({"kind": ["The kind of a key cannot be changed."]})
-    scope_bits = data.get("scope_bits", key.scope_bits)
-    # A fixed kind's scopes are refused below, as immutable (409).
-    if not is_immutable(key.kind) and (problem := misfit(key.kind, scope_bits)):
-        raise invalid({"scopes": [problem]})
-    _require_power_over(caller, key)
-    excess = exceeding(scope_bits, caller.scope_bits)
-    if excess:
-        raise _scope_exceeds_caller(excess)
-    if is_immutable(key.kind) and scope_bits != key.scope_bits:
-        raise ApiError(409, "immutable_key", f"The scopes of a {key.kind} key cannot change.")
-    # Only what this request changes is written: a rename never writes back the scopes it
-    # read, which another request may have narrowed meanwhile, nor a rescope the name.
-    changes: dict[str, Any] = {}
-    details: dict[str, list] = {}
-    if data.get("name", key.name) != key.name:
-        changes["name"] = data["name"]
-        details["name"] = [key.name, data["name"]]
-    if scope_bits != key.scope_bits:
-        changes["scope_bits"] = scope_bits
-        details["scopes"] = [list(to_names(key.scope_bits)), list(to_names(scope_bits))]
-    if "expires_at" in data:
-        expiry = None if data["expires_at"] is None else iso(data["expires_at"])
-        if expiry != key.expires_at:
-            changes["expires_at"] = data["expires_at"]
-            details["expires_at"] = [key.expires_at, expiry]
-    if changes:
-        updated = max(utcnow(), from_iso(key.updated) + TICK)
-        shown = {"expires_at": details["expires_at"][1]} if "expires_at" in details else {}
-        key = key._replace(**(changes | shown), updated=iso(updated))
-        statement = _UPDATE.values(**changes, updated=updated)
-        if not db.session.execute(statement, {"key": key.identifier}).rowcount:
-            db.session.rollback()  # deleted by another request since it was read
-            raise _not_found()
-        audit.record(
-            "key.updated",
-            organization_id=caller.organization_id,
-            actor=audit.actor_of(caller),
-            target=key.identifier,
-            details=details,
-        )
+    """Rename, rescope and/or set the expiry of a key, as it is inside this transaction;
+    refusals in the contract's order (422, 403, 409)."""
+    with _locked(caller, key) as key:
+        if data.get("kind", key.kind) != key.kind:
+            raise invalid({"kind": ["The kind of a key cannot be changed."]})
+        scope_bits = data.get("scope_bits", key.scope_bits)
+        # A fixed kind's scopes are refused below, as immutable (409).
+        if not is_immutable(key.kind) and (problem := misfit(key.kind, scope_bits)):
+            raise invalid({"scopes": [problem]})
+        _require_power_over(caller, key)
+        excess = exceeding(scope_bits, caller.scope_bits)
+        if excess:
+            raise _scope_exceeds_caller(excess)
+        if is_immutable(key.kind) and scope_bits != key.scope_bits:
+            raise ApiError(409, "immutable_key", f"The scopes of a {key.kind} key cannot change.")
+        # Only what this request changes is written, each field with its value before.
+        changes: dict[str, Any] = {}
+        details: dict[str, list] = {}
+        if data.get("name", key.name) != key.name:
+            changes["name"] = data["name"]
+            details["name"] = [key.name, data["name"]]
+        if scope_bits != key.scope_bits:
+            changes["scope_bits"] = scope_bits
+            details["scopes"] = [list(to_names(key.scope_bits)), list(to_names(scope_bits))]
+        if "expires_at" in data:
+            expiry = None if data["expires_at"] is None else iso(data["expires_at"])
+            if expiry != key.expires_at:
+                changes["expires_at"] = data["expires_at"]
+                details["expires_at"] = [key.expires_at, expiry]
+        if changes:
+            updated = max(utcnow(), from_iso(key.updated) + TICK)
+            shown = {"expires_at": details["expires_at"][1]} if "expires_at" in details else {}
+            key = key._replace(**(changes | shown), updated=iso(updated))
+            statement = _UPDATE.values(**changes, updated=updated)
+            db.session.execute(statement, {"key": key.identifier})
+            audit.record(
+                "key.updated",
+                organization_id=caller.organization_id,
+                actor=audit.actor_of(caller),
+                target=key.identifier,
+                details=details,
+            )
         db.session.commit()
     return key
 
 
 def delete_key(caller: Caller, key: Key) -> None:
     """Revoke a key at once and for good."""
-    _require_power_over(caller, key)
-    _delete(key)
-    audit.record(
-        "key.deleted",
-        organization_id=caller.organization_id,
-        actor=audit.actor_of(caller),
-        target=key.identifier,
-    )
-    db.session.commit()
+    with _locked(caller, key) as key:
+        _require_power_over(caller, key)
+        db.session.execute(_DELETE, {"key": key.identifier})
+        audit.record(
+            "key.deleted",
+            organization_id=caller.organization_id,
+            actor=audit.actor_of(caller),
+            target=key.identifier,
+        )
+        db.session.commit()
 
 
 def revoke_leaked(keys: list[str]) -> None:
@@ -242,54 +261,44 @@ def revoke_leaked(keys: list[str]) -> None:
     db.session.commit()
 
 
-def _delete(key: Key) -> None:
-    """Delete `key` in the session's transaction; 404 when another request did first."""
-    statement = delete(ApiKey).where(ApiKey.identifier == key.identifier)
-    if not db.session.execute(statement).rowcount:
-        db.session.rollback()
-        raise _not_found()
-
-
 def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
-    """A replacement with the key's name, kind and scopes, and the old key's end (deleted
-    now, or expiring after `grace_seconds`), written together or not at all. The old row
-    is written first: a second rotation of the same key waits for this one's lock, then
-    finds it gone (404) or expiring, so a grace-0 rotation never leaves two replacements."""
-    _require_power_over(caller, key)
-    grace = data.get("grace_seconds", 0)
-    if grace == 0:
-        _delete(key)
-    else:
-        until = utcnow() + timedelta(seconds=grace)
-        sooner = case(
-            (and_(_KEYS.c.expires_at.is_not(None), _KEYS.c.expires_at < until), _KEYS.c.expires_at),
-            else_=until,
+    """A replacement with the key's name, kind and scopes as they are inside this
+    transaction, and the old key's end (deleted now, or expiring after `grace_seconds`),
+    written together or not at all. A second rotation of the same key waits for this one's
+    lock, then finds it gone (404) or expiring, so a grace-0 rotation never leaves two
+    replacements."""
+    with _locked(caller, key) as key:
+        _require_power_over(caller, key)
+        now = utcnow()
+        ends = None if key.expires_at is None else from_iso(key.expires_at)
+        grace = data.get("grace_seconds", 0)
+        if grace == 0:
+            db.session.execute(_DELETE, {"key": key.identifier})
+        else:
+            until = now + timedelta(seconds=grace)
+            sooner = until if ends is None else min(ends, until)
+            db.session.execute(_UPDATE.values(expires_at=sooner), {"key": key.identifier})
+        actor = audit.actor_of(caller)
+        replacement = _add_key(
+            caller.organization_id,
+            key.name,
+            key.kind,
+            key.scope_bits,
+            actor=actor,
+            expires_at=data.get("expires_at"),
+            created_by=caller.identifier,
         )
-        statement = _UPDATE.values(expires_at=sooner)
-        if not db.session.execute(statement, {"key": key.identifier}).rowcount:
-            db.session.rollback()
-            raise _not_found()
-    actor = audit.actor_of(caller)
-    replacement = _add_key(
-        caller.organization_id,
-        key.name,
-        key.kind,
-        key.scope_bits,
-        actor=actor,
-        expires_at=data.get("expires_at"),
-        created_by=caller.identifier,
-    )
-    audit.record(
-        "key.rotated",
-        organization_id=caller.organization_id,
-        actor=actor,
-        target=key.identifier,
-        details={
-            "replacement": keyformat.shown(replacement[0].identifier),
-            "grace_seconds": grace,
-        },
-    )
-    db.session.commit()
+        audit.record(
+            "key.rotated",
+            organization_id=caller.organization_id,
+            actor=actor,
+            target=key.identifier,
+            details={
+                "replacement": keyformat.shown(replacement[0].identifier),
+                "grace_seconds": grace,
+            },
+        )
+        db.session.commit()
     return replacement
 
 
