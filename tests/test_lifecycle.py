@@ -246,6 +246,36 @@ def test_rotate_sets_the_replacements_expiry(client, org, make_key):
     assert response.json["expires_at"] == "2999-01-01T00:00:00.000000Z"
 
 
+def test_rotate_keeps_a_future_expiry_by_default(client, org):
+    """A time-limited key never becomes permanent by a routine rotation (section 9): with no
+    body, and with a body that names no expiry, the successor ends when the old key did,
+    whatever grace the old key gets."""
+    ends = future(2 * HOUR)
+    for body in (None, {"grace_seconds": 3600}):
+        old = create(client, org.sdk, expires_at=ends).json
+        response = rotate(client, org.sdk, identifier_of(old["key"]), body)
+        assert response.status_code == 201, response.json
+        assert response.json["expires_at"] == old["expires_at"]
+        successor = client.get(response.headers["Location"], auth=(org.sdk, "")).json
+        assert successor["expires_at"] == old["expires_at"]
+
+
+def test_rotate_of_an_expired_key_gives_a_successor_without_expiry(client, org, make_key, sql):
+    old = make_key()
+    expire_now(sql, old)
+    response = rotate(client, org.sdk, identifier_of(old))
+    assert response.status_code == 201, response.json
+    assert response.json["expires_at"] is None
+
+
+def test_rotate_with_expiry_null_gives_a_successor_without_expiry(client, org):
+    """An explicit null is the body's value: no expiry, even when the old key had one."""
+    old = create(client, org.sdk, expires_at=future()).json["key"]
+    response = rotate(client, org.sdk, identifier_of(old), {"expires_at": None})
+    assert response.status_code == 201, response.json
+    assert response.json["expires_at"] is None
+
+
 def test_rotate_works_for_immutable_and_expired_keys(client, org, make_key, sql):
     telemetry = make_key(kind="telemetry")
     expire_now(sql, telemetry)

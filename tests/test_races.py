@@ -4,6 +4,8 @@ decides from the key as it is inside its own transaction, which holds the key lo
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from sqlalchemy import create_engine, delete, func, select, update
 from sqlalchemy.exc import OperationalError
@@ -16,6 +18,7 @@ from app.extensions import db
 from app.keys import service
 from app.models import ApiKey, AuditEvent, Organization
 from app.scopes import ALL, to_bits
+from app.timestamps import iso, utcnow
 from tests.databases import ON_POSTGRESQL
 
 
@@ -159,14 +162,16 @@ def test_a_key_cannot_rename_a_key_made_more_powerful_since_it_was_read(app, mak
 
 
 def test_a_rotation_copies_the_key_as_it_is_now(app, make_key):
-    """Name and scopes changed after the view's read: the successor has the new ones (a
-    rotation never gives back a scope just taken away, section 9)."""
+    """Name, scopes and expiry changed after the view's read: the successor has the new ones
+    (a rotation never gives back a scope just taken away, section 9)."""
     with app.app_context():
+        ends = (utcnow() + timedelta(hours=2)).replace(microsecond=0)
         narrowed = to_bits(["site:read"])
-        changes = {"name": "renamed meanwhile", "scope_bits": narrowed}
+        changes = {"name": "renamed meanwhile", "scope_bits": narrowed, "expires_at": ends}
         caller, key = _changed_meanwhile(make_key, **changes)
         successor, _ = service.rotate_key(caller, key, {})
         assert (successor.name, successor.scope_bits) == ("renamed meanwhile", narrowed)
+        assert successor.expires_at == iso(ends)
 
 
 def test_an_update_records_as_before_the_key_as_it_is_now(app, make_key):

@@ -266,7 +266,9 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
     transaction, and the old key's end (deleted now, or expiring after `grace_seconds`),
     written together or not at all. A second rotation of the same key waits for this one's
     lock, then finds it gone (404) or expiring, so a grace-0 rotation never leaves two
-    replacements."""
+    replacements. The replacement expires when the body says (null: never), else when the
+    old key would have, if that is still ahead: a time-limited key never becomes permanent
+    by a routine rotation (CONTRACT.md section 9)."""
     with _locked(caller, key) as key:
         _require_power_over(caller, key)
         now = utcnow()
@@ -285,7 +287,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             key.kind,
             key.scope_bits,
             actor=actor,
-            expires_at=data.get("expires_at"),
+            expires_at=data.get("expires_at", ends if ends is not None and ends > now else None),
             created_by=caller.identifier,
         )
         audit.record(
