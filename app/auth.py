@@ -4,14 +4,18 @@ authenticate(); the keys blueprint's hook adds the managing-kind rule."""
 
 from __future__ import annotations
 
-from flask import Response, g, request
+from datetime import datetime
+
+from flask import Response, current_app, g, request
+from sqlalchemy import bindparam, update
 
 from app import credentials, keyformat, limits, queries
 from app.credentials import Caller
 from app.errors import ApiError
-from app.keys import service
+from app.extensions import db
+from app.models import ApiKey
 from app.scopes import MANAGING_KINDS, exceeding, to_names
-from app.timestamps import utcnow
+from app.timestamps import seconds_since, utcnow
 
 CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
 
@@ -42,6 +46,21 @@ def expired(challenge: tuple[str, str] = CHALLENGE) -> ApiError:
     )
 
 
+# Named by identifier, as every write of a key is (app/keys/service.py says why).
+_RECORD_USE = (
+    update(ApiKey).where(ApiKey.identifier == bindparam("key")).values(last_used=bindparam("now"))
+)
+
+
+def record_use(identifier: str, last_used: datetime | None) -> None:
+    """A key was used now: written on its first use, then at most once per
+    LAST_USED_RESOLUTION seconds, so that reads do not become writes."""
+    resolution = current_app.config["LAST_USED_RESOLUTION"]
+    if last_used is None or seconds_since(last_used) >= resolution:
+        db.session.execute(_RECORD_USE, {"key": identifier, "now": utcnow()})
+        db.session.commit()
+
+
 def found(key: str) -> tuple[Caller | None, bool]:
     """(the live key with this full value, its use recorded; whether it has expired):
     what authenticates now, for a request's own key and for a key another service checks
@@ -51,7 +70,7 @@ def found(key: str) -> tuple[Caller | None, bool]:
         return None, False
     if holder.expires_at is not None and holder.expires_at <= utcnow():
         return None, True
-    service.record_use(holder.caller.identifier, holder.last_used)
+    record_use(holder.caller.identifier, holder.last_used)
     return holder.caller, False
 
 

@@ -1,5 +1,5 @@
-"""The rules of the spec and the contract; the only code that writes keys. Its reads are
-app/queries.py's.
+"""The rules of the spec and the contract; the only code that changes keys (a use's
+`last_used` is app/auth.py's). Its reads are app/queries.py's.
 
 Every function takes the organization explicitly (the caller's, or the operator's choice
 in the CLI): no query runs without it.
@@ -31,7 +31,7 @@ from app.scopes import (
     misfit,
     to_names,
 )
-from app.timestamps import TICK, from_iso, iso, seconds_since, utcnow
+from app.timestamps import TICK, from_iso, iso, utcnow
 
 # The keys every new organization starts with: (name, kind).
 STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
@@ -42,7 +42,6 @@ STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
 _KEYS = ApiKey.__table__
 _UPDATE = update(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
 _DELETE = delete(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
-_RECORD_USE = _UPDATE.values(last_used=bindparam("now"))
 
 
 class OrganizationError(Exception):
@@ -149,15 +148,6 @@ def _add_key(
     )
     made = Key(key.id, identifier, name, kind, scope_bits, shown, shown, None, expiry, created_by)
     return made, full_key
-
-
-def record_use(identifier: str, last_used: datetime | None) -> None:
-    """A key was used now: written on its first use, then at most once per
-    LAST_USED_RESOLUTION seconds, so that reads do not become writes."""
-    resolution = current_app.config["LAST_USED_RESOLUTION"]
-    if last_used is None or seconds_since(last_used) >= resolution:
-        db.session.execute(_RECORD_USE, {"key": identifier, "now": utcnow()})
-        db.session.commit()
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
