@@ -354,6 +354,10 @@ def test_update_of_immutable_key_scopes_is_conflict(client, auth, immutable_targ
         client, auth, immutable_target, {"scopes": scopes}, 409, "immutable_key"
     )
     assert problem["status"] == 409
+    assert (
+        problem["detail"].startswith("The scopes of ")
+        and " keys cannot change." in problem["detail"]
+    ), problem["detail"]
 
 
 @IMMUTABLE_KINDS

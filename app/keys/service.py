@@ -183,7 +183,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         if excess:
             raise _scope_exceeds_caller(excess)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
-            raise ApiError(409, "immutable_key", f"The scopes of a {key.kind} key cannot change.")
+            raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
         # Only what this request changes is written, each field with its value before.
         changes: dict[str, Any] = {}
         details: dict[str, list] = {}
