@@ -225,7 +225,7 @@ class _Remote:
         introspection answers for)."""
         if self.organization is None:
             headers, _ = self._ask(parse.urljoin(self.url, "forward-auth"), {})
-            self.organization = headers["X-Api-Key-Organization"]
+            self.organization = parse.unquote(headers["X-Api-Key-Organization"])
         return self.organization
 
     def _ask(self, url: str, form: dict[str, str]) -> tuple[Message, bytes]:

@@ -28,6 +28,23 @@ def test_any_method_checks_the_key_and_passes_its_headers(client, org, method):
     assert answer.headers["Cache-Control"] == "no-store"
 
 
+@pytest.mark.parametrize(
+    ("name", "sent"),
+    [
+        ("Ωmega café", "%CE%A9mega caf%C3%A9"),
+        ("100% acme", "100%25 acme"),
+        ("Acme, Inc. (EU)", "Acme, Inc. (EU)"),
+    ],
+)
+def test_the_organization_header_is_ascii_with_utf8_percent_encoded(client, make_org, name, sent):
+    """A header is Latin-1 on the wire (gunicorn refuses anything else, with a 500): a name
+    outside printable ASCII is sent percent-encoded, as RFC 3986 writes UTF-8."""
+    organization = make_org(name)
+    answer = client.get(URL, auth=(organization.telemetry, ""))
+    assert answer.status_code == 204
+    assert answer.headers["X-Api-Key-Organization"] == sent
+
+
 def test_no_scope_named_passes_any_valid_key_and_bearer_works(client, org):
     answer = client.get(URL, headers={"Authorization": f"Bearer {org.sdk}"})
     assert answer.status_code == 204

@@ -4,6 +4,8 @@ record the checked key's use."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from flask import Blueprint, request
 
 from app import auth, keyformat, limits, queries
@@ -19,6 +21,16 @@ bp = Blueprint("checks", __name__, url_prefix="/api")
 # A gateway forwards whatever method its client used.
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 INACTIVE = {"active": False}
+# A header value is Latin-1 on the wire: what is not printable ASCII, and %, is sent
+# percent-encoded as UTF-8 (RFC 3986), so a name of plain ASCII arrives as it is.
+_PRINTABLE_BUT_PERCENT = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+def header_value(text: str) -> str:
+    """`text` as an ASCII header value: printable ASCII as it is, the rest percent-encoded."""
+    return quote(text, safe=_PRINTABLE_BUT_PERCENT)
+
+
 # RFC 7662's token_type for the keys of this service.
 KEY_TYPE = "api_key"
 
@@ -39,7 +51,8 @@ FORWARDED_HEADERS = {
         "schema": {"type": "string"},
     },
     "X-Api-Key-Organization": {
-        "description": "The name of the key's organization.",
+        "description": "The name of the key's organization; what is not printable ASCII, "
+        "and `%`, percent-encoded as UTF-8.",
         "required": True,
         "schema": {"type": "string"},
     },
@@ -104,7 +117,9 @@ def forward_auth():
             "X-Api-Key-Id": caller.identifier,
             "X-Api-Key-Kind": caller.kind,
             "X-Api-Key-Scopes": " ".join(to_names(caller.scope_bits)),
-            "X-Api-Key-Organization": queries.organization_name(caller.organization_id),
+            "X-Api-Key-Organization": header_value(
+                queries.organization_name(caller.organization_id)
+            ),
         },
     )
 

@@ -37,6 +37,17 @@ def make(service, scopes) -> str:
     return service.request("POST", "/api/keys", sdk_key(service), body).json()["key"]
 
 
+def test_an_organization_named_outside_ascii_is_carried_by_its_name(service):
+    """A real gunicorn sends header values as Latin-1 only: the name travels percent-encoded
+    in forward auth's X-Api-Key-Organization and arrives whole in current_key."""
+    made = json.loads(service.flask("org", "create", "Ωmega café", "--json").stdout)
+    sdk = next(key["key"] for key in made["keys"] if key["kind"] == "sdk_integration")
+    host = monitors.remote(f"http://127.0.0.1:{service.port}", sdk).test_client()
+    answer = host.get("/monitors", auth=(sdk, ""))
+    assert answer.status_code == 200, answer.json
+    assert answer.json["organization"] == "Ωmega café"
+
+
 def test_keys_are_checked_by_the_service(service, host):
     reader = make(service, ["monitor:read"])
     allowed = host.get("/monitors", auth=(reader, ""))
