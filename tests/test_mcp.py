@@ -1,8 +1,8 @@
 """The MCP server at /mcp (CONTRACT.md section 13), through Flask's test client: what comes
 before the protocol (routing, authentication, limits, last_used, the body), and the tools,
-whose every answer must be the REST twin's body, refusals included, and whose schemas must
-be the OpenAPI document's. tests/server/test_mcp.py drives it with the official client
-through a real gunicorn."""
+whose every answer must be the REST twin's body, refusals included (as JSON text, with no
+structured content), and whose schemas must be the OpenAPI document's. tests/server/test_mcp.py
+drives it with the official clients through a real gunicorn."""
 
 from __future__ import annotations
 
@@ -63,6 +63,18 @@ def call(client, key: str, tool: str, arguments: dict) -> dict:
     response = rpc(client, key, "tools/call", {"name": tool, "arguments": arguments})
     assert response.status_code == 200, response.get_data(as_text=True)
     return response.json["result"]
+
+
+def refused(result: dict) -> dict:
+    """A refusal's problem body: an error result whose one text item holds it as JSON, and
+    no structured content (which clients check against the tool's output schema)."""
+    assert result["isError"] is True, result
+    assert "structuredContent" not in result, result
+    [item] = result["content"]
+    assert item["type"] == "text"
+    body = json.loads(item["text"])
+    assert isinstance(body["code"], str)
+    return body
 
 
 def listed(client, key: str) -> dict[str, dict]:
@@ -229,8 +241,17 @@ def test_every_handshake_version_is_served(client, org, version):
     assert result["protocolVersion"] == version
     assert result["serverInfo"]["name"] == "api-keys-service"
     assert "tools" in result["capabilities"]
+    assert result["instructions"] == mcp_server.INSTRUCTIONS
     found = call_at(client, org.sdk, version, "get_key", {"key": org.sdk})
     assert found["structuredContent"]["kind"] == "sdk_integration"
+
+
+def test_the_instructions_say_which_answers_carry_a_full_key(client, org):
+    params = {"protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1], "capabilities": {}}
+    params["clientInfo"] = {"name": "test", "version": "1"}
+    instructions = rpc(client, org.sdk, "initialize", params).json["result"]["instructions"]
+    assert "only create_key's and rotate_key's answers carry a full key" in instructions
+    assert "shown once" in instructions
 
 
 def call_at(client, key, version, tool, arguments) -> dict:
@@ -445,7 +466,8 @@ def test_the_text_content_is_the_structured_content_as_json(client, org):
     assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
 
 
-# Refusals: isError, with the REST refusal's body (its code included) as structured content.
+# Refusals: isError, with the REST refusal's body (its code included) as JSON text, and no
+# structured content: a result that has some must match the tool's output schema.
 
 # (tool, arguments, REST method, path, body): the same request both ways. `{telemetry}` is
 # the organization's telemetry key (immutable scopes).
@@ -574,9 +596,7 @@ def test_a_refusal_is_an_error_result_with_the_rest_body(
         path.format(telemetry=telemetry), method=method, json=body, auth=(org.sdk, "")
     )
     assert rest.status_code >= 400
-    assert result["isError"] is True
-    assert result["structuredContent"] == rest.json
-    assert result["structuredContent"]["code"] == rest.json["code"]
+    assert refused(result) == rest.json
 
 
 @pytest.mark.parametrize(
@@ -593,9 +613,7 @@ def test_a_refusal_is_an_error_result_with_the_rest_body(
 def test_a_tool_that_names_no_key_is_refused_naming_key(
     client, org, tool, arguments, field, message
 ):
-    result = call(client, org.sdk, tool, arguments)
-    assert result["isError"] is True
-    refusal = result["structuredContent"]
+    refusal = refused(call(client, org.sdk, tool, arguments))
     assert (refusal["status"], refusal["code"]) == (422, "validation_error")
     assert refusal["errors"] == {field: [message]}
 
@@ -604,12 +622,12 @@ def test_a_second_delete_is_not_found(client, org, make_key):
     key = make_key("custom", ("site:read",))
     assert call(client, org.sdk, "delete_key", {"key": key})["isError"] is False
     second = call(client, org.sdk, "delete_key", {"key": key})
-    assert (second["isError"], second["structuredContent"]["code"]) == (True, "not_found")
+    assert refused(second)["code"] == "not_found"
 
 
 def test_a_key_of_another_organization_does_not_exist(client, org, other_org):
     result = call(client, org.sdk, "get_key", {"key": other_org.telemetry})
-    assert result["structuredContent"]["code"] == "not_found"
+    assert refused(result)["code"] == "not_found"
 
 
 def test_a_refused_call_writes_nothing(client, org, sql):
@@ -625,9 +643,7 @@ def test_a_database_that_does_not_answer_is_the_rest_503(client, org, monkeypatc
         raise OperationalError("SELECT", {}, Exception("connection refused"))
 
     monkeypatch.setattr(service, "find_key", down)
-    result = call(client, org.sdk, "get_key", {"key": org.sdk})
-    assert result["isError"] is True
-    refusal = result["structuredContent"]
+    refusal = refused(call(client, org.sdk, "get_key", {"key": org.sdk}))
     assert (refusal["status"], refusal["code"]) == (503, "unavailable")
 
 
@@ -637,8 +653,7 @@ def test_a_fault_is_the_rest_500_without_its_detail(client, org, monkeypatch, ca
 
     monkeypatch.setattr(service, "find_key", broken)
     result = call(client, org.sdk, "get_key", {"key": org.sdk})
-    assert result["isError"] is True
-    refusal = result["structuredContent"]
+    refusal = refused(result)
     assert (refusal["status"], refusal["code"]) == (500, "internal_error")
     assert "secret" not in str(result)
     assert "An MCP tool call failed" in caplog.text

@@ -55,7 +55,9 @@ from app.mcp.views import CALLER
 NAME = "api-keys-service"
 INSTRUCTIONS = (
     "Manage the API keys of the organization whose sdk_integration key authenticates you. "
-    "Keys are shown as `<identifier>...`; only create_key's answer carries a full key, once."
+    "Keys are shown as `<identifier>...`; only create_key's and rotate_key's answers carry "
+    "a full key, shown once and never again. A refused call is an error result whose text "
+    "is the API's problem body as JSON, with a stable `code`."
 )
 # Seconds to wait for the loop to start or stop.
 TIMEOUT = 30.0
@@ -77,14 +79,23 @@ def _listed(tool: tools.Tool, document: dict) -> ListedTool:
     )
 
 
-def _answer(body: dict | None, is_error: bool = False) -> CallToolResult:
+def _answer(body: dict | None) -> CallToolResult:
     """The REST body as structured content, and as JSON text for clients that read text."""
     if body is None:
         return CallToolResult(content=[TextContent(text=tools.DELETED)])
-    text = json.dumps(body, separators=(",", ":"))
-    return CallToolResult(
-        content=[TextContent(text=text)], structured_content=body, is_error=is_error
-    )
+    return CallToolResult(content=[_json(body)], structured_content=body)
+
+
+def _refused(error: Exception) -> CallToolResult:
+    """The REST refusal's problem body as JSON text, with no structured content: a result
+    that has some must match the tool's output schema, which clients of the TypeScript SDK
+    check on every result, an error's included."""
+    body = errors.refusal_document(tools.refusal(error))
+    return CallToolResult(content=[_json(body)], is_error=True)
+
+
+def _json(body: dict) -> TextContent:
+    return TextContent(text=json.dumps(body, separators=(",", ":")))
 
 
 def _call(
@@ -96,7 +107,7 @@ def _call(
         try:
             return _answer(tool.call(caller, arguments))
         except Exception as error:  # every refusal and fault answers as REST's would
-            return _answer(errors.refusal_document(tools.refusal(error)), is_error=True)
+            return _refused(error)
 
 
 def _server(app: Flask) -> Server:
