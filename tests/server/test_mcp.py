@@ -1,9 +1,11 @@
-"""The MCP server (CONTRACT.md section 13) under real gunicorn workers, driven by the
-official `mcp` client: the handshake (every version the SDK serves) and server/discover
+"""The MCP server (CONTRACT.md sections 13 and 19) under real gunicorn workers, driven by
+the official `mcp` client: the handshake (every version the SDK serves) and server/discover
 (the 2026-07-28 version the client's default mode negotiates), every tool and every
 refusal, the authentication rules as the client meets them, 405 for GET and DELETE, a
 deleted key refused by every worker at once, both workers serving, no key in any log, and
-a worker that serves only REST paying nothing for the SDK."""
+a worker that serves only REST paying nothing for the SDK; and by the MCP Inspector's CLI
+(the TypeScript SDK's client, which checks every result against the tool's output schema):
+docs/mcp.md's commands and host configuration as written, every tool and a refusal of each."""
 
 from __future__ import annotations
 
@@ -11,6 +13,11 @@ import asyncio
 import base64
 import http.client
 import json
+import re
+import shlex
+import shutil
+import string
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +27,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -28,6 +36,7 @@ from mcp_types.version import (
 
 from app import keyformat
 from app.scopes import SCOPES
+from tests.processes import PROJECT, run, service_env
 from tests.server.conftest import REQUEST_TIMEOUT
 from tests.server.test_gunicorn import in_parallel, printed_keys, sdk_key
 from tests.server.test_secrets_in_logs import secrets_of
@@ -86,6 +95,18 @@ def post(server, key: str | None, message: dict, version: str | None = None):
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
 
+def refused(result: CallToolResult) -> dict:
+    """A refusal's problem body: an error result with one text item holding it as JSON,
+    and no structured content."""
+    assert result.is_error, result
+    assert result.structured_content is None, result
+    [item] = result.content
+    assert isinstance(item, TextContent)
+    body = json.loads(item.text)
+    assert isinstance(body["code"], str)
+    return body
+
+
 # The protocol: every version the SDK serves.
 
 
@@ -134,14 +155,12 @@ async def every_tool(server, sdk: str, telemetry: str, mode: str) -> None:
         assert not rotated.is_error
         assert server.request("GET", "/api/keys", full_key).status == 401  # gone at once
         full_key = rotated.structured_content["key"]
-        assert (rotated.structured_content["name"], rotated.structured_content["expires_at"]) == (
-            "renamed",
-            None,
-        )
+        assert rotated.structured_content["name"] == "renamed"
         assert server.request("GET", "/api/keys", full_key).status == 200
         shown = keyformat.shown(keyformat.identifier_of(full_key))
 
-        # Refusals: isError, with the REST twin's problem body, code included.
+        # Refusals: isError, with the REST twin's problem body, code included, as one text
+        # item; no structured content, which a client checks against the output schema.
         refusals = {
             "not_found": ("get_key", {"key": "ak_unknown"}, "GET", "/api/keys/ak_unknown", None),
             "immutable_key": (
@@ -168,18 +187,18 @@ async def every_tool(server, sdk: str, telemetry: str, mode: str) -> None:
         )
         for case, (tool, arguments, method, path, body) in refusals.items():
             code = case.partition(" ")[0]
-            refused = await client.call_tool(tool, arguments)
-            assert refused.is_error, tool
-            assert refused.structured_content["code"] == code
-            assert refused.structured_content == server.request(method, path, sdk, body).json()
+            refusal = refused(await client.call_tool(tool, arguments))
+            assert refusal["code"] == code, tool
+            assert refusal == server.request(method, path, sdk, body).json()
         listing = await client.call_tool("list_keys", {"page_size": 0})
-        assert (listing.is_error, listing.structured_content["code"]) == (True, "validation_error")
+        assert refused(listing)["code"] == "validation_error"
 
         deleted = await client.call_tool("delete_key", {"key": shown})
         assert not deleted.is_error
+        assert deleted.structured_content is None  # as the API's 204 has no body
         assert server.request("GET", "/api/keys", full_key).status == 401
         again = await client.call_tool("delete_key", {"key": shown})
-        assert (again.is_error, again.structured_content["code"]) == (True, "not_found")
+        assert refused(again)["code"] == "not_found"
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -333,3 +352,153 @@ def test_no_secret_of_a_key_in_any_log_of_mcp_traffic(start_server):
     for value in [sdk, unknown, *made]:
         for secret in secrets_of(value):
             assert secret not in logs, secret[:8]
+
+
+# The MCP Inspector's CLI: the TypeScript SDK's client, which refuses a result whose
+# structured content does not match the tool's output schema, a refusal's included.
+
+INSPECTOR_DIR = Path(__file__).parent / "mcp_inspector"  # its pinned package.json
+INSPECTOR = INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
+DOC = PROJECT / "docs" / "mcp.md"
+PACKAGE = "@modelcontextprotocol/inspector"
+needs_inspector = pytest.mark.skipif(
+    shutil.which("node") is None or not INSPECTOR.exists(),
+    reason="no MCP Inspector: npm ci --ignore-scripts --prefix tests/server/mcp_inspector",
+)
+
+
+def fenced(language: str, holding: str) -> str:
+    """The one block of docs/mcp.md in `language` that holds `holding`."""
+    blocks = re.findall(rf"^```{language}\n(.*?)^```$", DOC.read_text(), re.MULTILINE | re.DOTALL)
+    [block] = [block for block in blocks if holding in block]
+    return block
+
+
+def doc_commands() -> list[str]:
+    """The Inspector commands docs/mcp.md shows, each on one line."""
+    lines = fenced("sh", f"npx {PACKAGE}").replace("\\\n", "").splitlines()
+    return [line for line in lines if line.startswith("npx ")]
+
+
+def inspector_env(tmp_path: Path, server, key: str) -> dict[str, str]:
+    """The environment of docs/mcp.md's commands: MCP_URL and API_KEY; a home of the test's
+    own, where the Inspector and npm write what they keep."""
+    return service_env(
+        MCP_URL=f"http://127.0.0.1:{server.port}/mcp",
+        API_KEY=key,
+        HOME=str(tmp_path),
+        MCP_INSPECTOR_SECRET_STORE="memory",  # no OS keychain here, nothing to keep
+        npm_config_update_notifier="false",
+    )
+
+
+def printed(completed: subprocess.CompletedProcess) -> dict:
+    """The result an Inspector run printed, as JSON. Its exit status says which: 0 a result,
+    5 one with isError; any other (1 for a result that does not match the tool's output
+    schema) comes with no result."""
+    assert completed.returncode in (0, 5), completed.stderr
+    result = json.loads(completed.stdout)
+    assert completed.returncode == (5 if result.get("isError") else 0), completed.stderr
+    return result
+
+
+def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
+    """One tools/call through the Inspector's CLI, connected with the very flags of
+    docs/mcp.md's first command; the arguments as `--tool-arg` pairs (JSON unless a
+    string)."""
+    connection = shlex.split(doc_commands()[0])
+    connection = connection[2 : connection.index("--method")]  # after `npx <package>`
+    pairs = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in arguments.items()]
+    command = [str(INSPECTOR), *(string.Template(part).substitute(env) for part in connection)]
+    command += ["--method", "tools/call", "--tool-name", tool, "--tool-arg", *pairs]
+    return CallToolResult.model_validate(printed(run(command, env, check=False)))
+
+
+def as_written(command: str, env: dict[str, str]) -> dict:
+    """One of docs/mcp.md's commands, run by the shell as written, from where npx finds
+    the pinned Inspector without the network."""
+    in_place = f"cd {shlex.quote(str(INSPECTOR_DIR))} && {command}"
+    return printed(run(["bash", "-c", in_place], env, check=False))
+
+
+@needs_inspector
+def test_the_docs_inspector_commands_and_host_configuration_work_as_written(server, tmp_path):
+    sdk = sdk_key(server)
+    env = inspector_env(tmp_path, server, sdk)
+    pinned = json.loads((INSPECTOR_DIR / "package.json").read_text())["dependencies"][PACKAGE]
+    listing, call = doc_commands()
+    assert listing.startswith(f"npx {PACKAGE}@{pinned} ")  # the version the suite runs
+    assert [tool["name"] for tool in as_written(listing, env)["tools"]] == TOOLS
+    page = as_written(call, env)["structuredContent"]
+    assert page == server.request("GET", "/api/keys?page_size=5&kind=custom", sdk).json()
+
+    # The host configuration: valid JSON, read by the Inspector as hosts read it.
+    block = fenced("json", '"mcpServers"')
+    [(name, entry)] = json.loads(block)["mcpServers"].items()
+    assert (entry["type"], sorted(entry)) == ("http", ["headers", "type", "url"])
+    placeholder = entry["headers"]["Authorization"].removeprefix("Bearer ")
+    config = tmp_path / "mcp.json"
+    config.write_text(block.replace(entry["url"], env["MCP_URL"]).replace(placeholder, sdk))
+    command = [str(INSPECTOR), "--cli", "--config", str(config), "--server", name]
+    command += ["--method", "tools/call", "--tool-name", "get_key", "--tool-arg", "key=ak_unknown"]
+    # ... and the refusal docs/mcp.md shows is the one the service answers.
+    shown = json.loads(fenced("json", '"isError": true'))
+    assert printed(run(command, env, check=False)) == shown
+
+
+@needs_inspector
+def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, tmp_path):
+    sdk = sdk_key(server)
+    telemetry = next(key for key in printed_keys(server) if key != sdk)
+    env = inspector_env(tmp_path, server, sdk)
+
+    arguments = {"name": "inspected", "kind": "custom", "scopes": ["site:read"]}
+    created = inspect(env, "create_key", **arguments, expires_at="2999-01-01T00:00:00Z")
+    full_key = created.structured_content["key"]
+    assert keyformat.is_full_key(full_key)
+    shown = keyformat.shown(keyformat.identifier_of(full_key))
+    got = inspect(env, "get_key", key=shown).structured_content
+    assert got == server.request("GET", f"/api/keys/{shown}", sdk).json()
+    page = inspect(env, "list_keys", page_size=200, kind="custom").structured_content
+    assert page == server.request("GET", "/api/keys?page_size=200&kind=custom", sdk).json()
+    updated = inspect(env, "update_key", key=shown, name="renamed").structured_content
+    assert updated == server.request("GET", f"/api/keys/{shown}", sdk).json()
+    rotated = inspect(env, "rotate_key", key=shown, grace_seconds=0).structured_content
+    assert server.request("GET", "/api/keys", full_key).status == 401  # gone at once
+    assert server.request("GET", "/api/keys", rotated["key"]).status == 200
+    gone = keyformat.shown(keyformat.identifier_of(rotated["key"]))
+    deleted = inspect(env, "delete_key", key=gone)
+    assert (deleted.is_error, deleted.structured_content) == (False, None)
+    assert server.request("GET", "/api/keys", rotated["key"]).status == 401
+
+    # (tool, arguments, REST method, path, body): the same request both ways.
+    refusals = [
+        ("list_keys", {"page_size": 0}, "GET", "/api/keys?page_size=0", None),
+        ("get_key", {"key": "ak_unknown"}, "GET", "/api/keys/ak_unknown", None),
+        (
+            "create_key",
+            {"name": "x", "kind": "root"},
+            "POST",
+            "/api/keys",
+            {"name": "x", "kind": "root"},
+        ),
+        (
+            "update_key",
+            {"key": telemetry, "scopes": ["site:read"]},
+            "PUT",
+            f"/api/keys/{telemetry}",
+            {"scopes": ["site:read"]},
+        ),
+        (
+            "rotate_key",
+            {"key": telemetry, "grace_seconds": -1},
+            "POST",
+            f"/api/keys/{telemetry}/rotate",
+            {"grace_seconds": -1},
+        ),
+        ("delete_key", {"key": gone}, "DELETE", f"/api/keys/{gone}", None),  # deleted above
+    ]
+    for tool, arguments, method, path, body in refusals:
+        answer = server.request(method, path, sdk, body)
+        assert answer.status >= 400, tool
+        assert refused(inspect(env, tool, **arguments)) == answer.json(), tool
