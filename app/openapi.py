@@ -25,7 +25,6 @@ from app.operations import (
     BEARER,
     ERROR_HEADERS,
     ERROR_MEANINGS,
-    NOT_YET_BESIDE_ITS_VIEW,
     PROBLEM,
     PROBLEM_CODES,
     Operation,
@@ -143,7 +142,7 @@ def _complete_schemas(components: dict[str, dict]) -> None:
 
 def _operation(app: Flask, endpoint: str, method: str, path: str) -> dict[str, Any]:
     """The operation the view of `endpoint` carries, for `method` of `path`."""
-    operation = operation_of(app.view_functions[endpoint]) or NOT_YET_BESIDE_ITS_VIEW.get(endpoint)
+    operation = operation_of(app.view_functions[endpoint])
     if operation is None:
         raise KeyError(f"the view of {endpoint} documents no operation (app/operations.py)")
     name = endpoint.rpartition(".")[2]

@@ -14,8 +14,7 @@ from typing import Any, TypeVar
 
 from marshmallow import Schema
 
-from app.errors import PROBLEM_JSON
-from app.scopes import KINDS, MANAGING_KINDS, SDK_INTEGRATION
+from app.scopes import KINDS, MANAGING_KINDS
 
 BASIC, BEARER = "basicAuth", "bearerAuth"
 # A key may use the key-management endpoints when its kind is one of these; the
@@ -122,59 +121,3 @@ def documented(operation: Operation) -> Callable[[View], View]:
 
 def operation_of(view: Callable[..., Any]) -> Operation | None:
     return getattr(view, "operation", None)
-
-
-JSON_RPC_MESSAGE = {
-    "type": "object",
-    "description": "A JSON-RPC 2.0 message: a request (with `id`), a notification, or an "
-    "answer (`result` or `error`).",
-    "properties": {
-        "jsonrpc": {"const": "2.0"},
-        "id": {"type": ["string", "integer", "null"]},
-        "method": {"type": "string"},
-        "params": {"type": "object"},
-        "result": {"type": "object"},
-        "error": {
-            "type": "object",
-            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
-            "required": ["code", "message"],
-        },
-    },
-    "required": ["jsonrpc"],
-}
-# The one operation not yet beside its view: POST /mcp, to move to app/mcp/views.py as
-# `@documented(MCP)` (with JSON_RPC_MESSAGE), after which this table goes.
-NOT_YET_BESIDE_ITS_VIEW = {
-    "mcp.mcp": Operation(
-        "MCP server",
-        "One JSON-RPC message of the Model Context Protocol over Streamable HTTP: stateless "
-        "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
-        "Its tools are the twins of the key operations (see the README). Needs an "
-        "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
-        '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
-        "as every JSON body is (415, 413, 400) before the protocol sees it.",
-        200,
-        "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
-        (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
-        response=JSON_RPC_MESSAGE,
-        body=JSON_RPC_MESSAGE,
-        schemes=(BEARER,),
-        roles=(SDK_INTEGRATION,),
-        # What the protocol (the SDK) answers, beside the service's own refusals.
-        responses={
-            202: {"description": "A notification or an answer, accepted; no body."},
-            400: {
-                "description": ERROR_MEANINGS[400] + " Or a JSON object that is no JSON-RPC "
-                "message of the protocol (a JSON-RPC error).",
-                "content": {
-                    PROBLEM_JSON: {"schema": PROBLEM},
-                    "application/json": {"schema": JSON_RPC_MESSAGE},
-                },
-            },
-            406: {
-                "description": "The request's Accept header does not take application/json.",
-                "content": {"application/json": {"schema": JSON_RPC_MESSAGE}},
-            },
-        },
-    ),
-}

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from app import auth, limits
+from app import limits
 from app.keys import service
 from app.leaks.schemas import LeakReport, leak_report
 from app.operations import ANY_REQUEST, WITH_BODY, Operation, documented
 from app.request_body import json_object
 
 bp = Blueprint("leaks", __name__, url_prefix="/api/revoke")
-bp.after_request(auth.no_store)
 
 
 @bp.post("")

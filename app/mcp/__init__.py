@@ -1,2 +1,5 @@
 """The MCP server: POST /mcp (views.py), the SDK's server made lazily per worker (server.py)
 and its tools, twins of the REST operations (tools.py)."""
+
+# Where a request's environ carries its caller (views.py) to the tool it calls (server.py).
+CALLER = "api_keys.caller"

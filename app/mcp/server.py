@@ -49,8 +49,7 @@ from mcp_types import Tool as ListedTool
 from app import errors, openapi
 from app.credentials import Caller
 from app.logs import MaskKeys
-from app.mcp import tools
-from app.mcp.views import CALLER
+from app.mcp import CALLER, tools
 
 NAME = "api-keys-service"
 INSTRUCTIONS = (

@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING
 from flask import Blueprint, Flask, Response, current_app, g, request
 
 from app import auth, credentials
-from app.errors import ApiError
+from app.errors import PROBLEM_JSON, ApiError
+from app.mcp import CALLER
+from app.operations import (
+    ANY_REQUEST,
+    BEARER,
+    ERROR_MEANINGS,
+    PROBLEM,
+    WITH_BODY,
+    Operation,
+    documented,
+)
 from app.request_body import json_object
 from app.scopes import SDK_INTEGRATION
 
@@ -23,12 +33,28 @@ if TYPE_CHECKING:  # imported on first use only: it imports the SDK
     from app.mcp.server import Runtime
 
 bp = Blueprint("mcp", __name__, url_prefix="/mcp")
-bp.after_request(auth.no_store)
 
-# Where a request's environ carries its caller to the tool it calls.
-CALLER = "api_keys.caller"
 CHALLENGE = ("WWW-Authenticate", 'Bearer realm="mcp"')
 _BUILDING = threading.Lock()
+
+JSON_RPC_MESSAGE = {
+    "type": "object",
+    "description": "A JSON-RPC 2.0 message: a request (with `id`), a notification, or an "
+    "answer (`result` or `error`).",
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["string", "integer", "null"]},
+        "method": {"type": "string"},
+        "params": {"type": "object"},
+        "result": {"type": "object"},
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        },
+    },
+    "required": ["jsonrpc"],
+}
 
 
 @bp.before_request
@@ -55,6 +81,40 @@ def _runtime(app: Flask) -> Runtime:
 
 
 @bp.post("")
+@documented(
+    Operation(
+        "MCP server",
+        "One JSON-RPC message of the Model Context Protocol over Streamable HTTP: stateless "
+        "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
+        "Its tools are the twins of the key operations (see docs/mcp.md). Needs an "
+        "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
+        '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
+        "as every JSON body is (415, 413, 400) before the protocol sees it.",
+        200,
+        "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
+        (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
+        response=JSON_RPC_MESSAGE,
+        body=JSON_RPC_MESSAGE,
+        schemes=(BEARER,),
+        roles=(SDK_INTEGRATION,),
+        # What the protocol (the SDK) answers, beside the service's own refusals.
+        responses={
+            202: {"description": "A notification or an answer, accepted; no body."},
+            400: {
+                "description": ERROR_MEANINGS[400] + " Or a JSON object that is no JSON-RPC "
+                "message of the protocol (a JSON-RPC error).",
+                "content": {
+                    PROBLEM_JSON: {"schema": PROBLEM},
+                    "application/json": {"schema": JSON_RPC_MESSAGE},
+                },
+            },
+            406: {
+                "description": "The request's Accept header does not take application/json.",
+                "content": {"application/json": {"schema": JSON_RPC_MESSAGE}},
+            },
+        },
+    )
+)
 def mcp() -> Response:
     body = json.dumps(json_object()).encode()  # read as every JSON body is: 415, 413, 400
     environ = {
