@@ -42,10 +42,12 @@ bench: install
 	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install -y wrk" >&2; exit 1; }
 	$(BIN)/python -m bench.run
 
-# ruff; bandit on app/ (settings in pyproject.toml); pip-audit of the installed dependencies.
+# ruff; import-linter (no import cycle in app/); bandit on app/ (settings in pyproject.toml);
+# pip-audit of the installed dependencies.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-logo --no-cache pyproject.toml
 	$(BIN)/bandit --quiet --configfile pyproject.toml --recursive app
 	.ci/pip-audit $(BIN)
 
