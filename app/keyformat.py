@@ -18,7 +18,7 @@ import hashlib
 import re
 import secrets
 import zlib
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 IDENTIFIER_RANDOM_LENGTH = 12
@@ -96,26 +96,130 @@ def shown(identifier: str) -> str:
     return identifier + SHOWN_SUFFIX
 
 
+# --- masking: no piece of a secret in a log line ------------------------------------------
+
+_WORD = "A-Za-z0-9_"
+# A full key is at least this long: a shorter run of word characters cannot hold one.
+_LONGEST_FREE_RUN = MIN_IDENTIFIER_LENGTH + TAIL_LENGTH - 1
+_RUN = re.compile(f"[{_WORD}]{{{_LONGEST_FREE_RUN + 1},}}")
+# The same, where some characters may be written as percent-escapes (once or more).
+_ESCAPED_RUN = re.compile(f"(?:[{_WORD}]|%[0-9A-Fa-f]{{2}}){{{_LONGEST_FREE_RUN + 1},}}")
+_WORDS = re.compile(f"([{_WORD}]+)")
 _MAX_UNESCAPES = 4
-_CANDIDATE = re.compile(f"[A-Za-z0-9_]{{{MIN_IDENTIFIER_LENGTH + TAIL_LENGTH},}}")
+# Where the secret of a key made here may start: after a prefix and 12 random base62
+# characters, before 32 + 6 base62 characters whose checksum's first digit is 0-4 (a
+# CRC-32 is below 62**6 / 13): 92% of the places in random text are not.
+_SHORTEST_IDENTIFIER = 1 + IDENTIFIER_RANDOM_LENGTH
+_SECRET_START = re.compile(
+    f"(?<=[0-9A-Za-z]{{{IDENTIFIER_RANDOM_LENGTH}}})"
+    f"(?=[0-9A-Za-z]{{{SECRET_LENGTH}}}[0-4][0-9A-Za-z]{{{CHECKSUM_LENGTH - 1}}})"
+)
+_VALUES = {pair: value for value, pair in enumerate(_PAIRS)}
+# A secret drawn with `secrets` has fewer different characters than this about once in
+# 4 * 10**12 keys (and is then masked all the same, as unrecognised): runs of digits, of
+# one letter, of hex, are not tried as secrets.
+_MIN_DISTINCT = 12
+# A run not recognised as keys keeps at most this head: an identifier is at least 8
+# characters, so the head holds at most 7 of a secret that starts in the run.
+_KEPT_HEAD = MIN_IDENTIFIER_LENGTH + 7
+# What one line may spend finding its keys, counted in CRC-32s of a candidate key (a
+# place tried costs about 4 of them), about 0.45 ms: past it, every long run left is
+# masked as unrecognised, so that a line made to be slow to mask is masked fast instead.
+_WORK_PER_LINE = 2048
+_PLACE_COST = 4
 
 
-def _masked_literally(text: str) -> str:
-    return _CANDIDATE.sub(lambda match: shown(identifier_of(match.group())), text)
+def _unrecognised(run: str) -> str:
+    if len(run) <= _LONGEST_FREE_RUN:
+        return run
+    return run[: min(len(run) - TAIL_LENGTH, _KEPT_HEAD)] + SHOWN_SUFFIX
+
+
+class _Line:
+    """One line's masking, with what is left of its budget of work."""
+
+    def __init__(self) -> None:
+        self.work_left = _WORK_PER_LINE
+
+    def keys_in(self, run: str) -> list[tuple[int, int]] | None:
+        """Where each key in `run` starts and where its secret starts, by the secrets' order
+        (overlaps included); None when the line's budget is spent."""
+        data = run.encode("ascii")
+        found = []
+        for place in _SECRET_START.finditer(run, _SHORTEST_IDENTIFIER):
+            tail = place.start()
+            body_end = tail + SECRET_LENGTH
+            starts = range(max(0, tail - MAX_IDENTIFIER_LENGTH), tail - _SHORTEST_IDENTIFIER + 1)
+            plausible = len(set(run[tail:body_end])) >= _MIN_DISTINCT
+            self.work_left -= _PLACE_COST + (len(starts) if plausible else 0)
+            if self.work_left < 0:
+                return None
+            if not plausible:
+                continue
+            checksum = run[body_end : body_end + CHECKSUM_LENGTH]
+            value = (_VALUES[checksum[:2]] * 62**2 + _VALUES[checksum[2:4]]) * 62**2
+            value += _VALUES[checksum[4:]]
+            crcs = [zlib.crc32(data[start:body_end]) for start in starts]
+            if value in crcs:
+                found.append((starts[crcs.index(value)], tail))
+        return found
+
+    def run(self, run: str) -> str:
+        """`run` (word characters only) with every key's secret shown as `...`."""
+        if len(run) <= _LONGEST_FREE_RUN:
+            return run
+        keys = self.keys_in(run)
+        if keys is None:
+            return _unrecognised(run)
+        pieces, done = [], 0
+        for start, tail in keys:
+            if start > done:
+                pieces.append(_unrecognised(run[done:start]))
+                done = start
+            pieces += (run[done:tail], SHOWN_SUFFIX)
+            done = tail + TAIL_LENGTH
+        pieces.append(_unrecognised(run[done:]))
+        return "".join(pieces)
+
+    def written(self, match: re.Match) -> str:
+        """A run as the line writes it, percent-escapes and all, masked."""
+        written = match.group()
+        if "%" not in written:
+            return self.run(written)
+        decoded = written
+        for _ in range(_MAX_UNESCAPES):
+            decoded, undecoded = unquote(decoded), decoded
+            if decoded == undecoded:
+                break
+        else:  # escaped more times than a client or proxy does: not looked into
+            return _unrecognised(written)
+        if not _RUN.search(decoded):
+            return written
+        # Shown decoded and masked, the rest escaped again (so never a line break).
+        parts = _WORDS.split(decoded)
+        return "".join(
+            self.run(part) if index % 2 else quote(part, safe="")
+            for index, part in enumerate(parts)
+        )
 
 
 def masked(text: str) -> str:
-    """`text` with everything as long as a key shown as `<identifier>...` (for log lines).
+    """`text` with every key in it shown as `<identifier>...` and no 8 characters in a row
+    of any secret left (for log lines).
 
-    The checksum is not asked: a mistyped key is still nearly all secret. A key written
-    with percent-escapes (`ak%5F...`, even escaped twice), as a raw request line may hold
-    it, is found too: such a line is shown decoded, then masked.
+    A key may sit anywhere in a run of word characters (`x=<key>` then digits, `<key>_backup`,
+    keys joined), so every run as long as a key is searched: at each place where a secret
+    could start (after 12 base62 characters, before 38 more whose last 6 could be a CRC-32),
+    every identifier length from 13 to 64 is tried against the checksum, and each key found
+    keeps its identifier while its secret and checksum become `...`. What is left of a run
+    and still as long as a key (a mistyped key, a digest, a run past the line's budget of
+    work) keeps at most its first 15 characters: an identifier has at least 8, so at most 7
+    of a secret remain. Shorter runs (paths, ids, timestamps, UUIDs, words) stay as written.
+    A run with percent-escapes (`ak%5F...`, even escaped twice) is decoded first; if it then
+    holds a run as long as a key, it is shown decoded and masked, the rest escaped again (a
+    run still changing after 4 decodings is masked whole, as unrecognised).
     """
-    decoded = text
-    for _ in range(_MAX_UNESCAPES):
-        decoded, undecoded = unquote(decoded), decoded
-        if decoded == undecoded:
-            break
-    if decoded != text and _CANDIDATE.search(decoded):
-        return _masked_literally(decoded)
-    return _masked_literally(text)
+    pattern = _ESCAPED_RUN if "%" in text else _RUN
+    if pattern.search(text) is None:
+        return text
+    return pattern.sub(_Line().written, text)

@@ -2,7 +2,8 @@
 log at debug level, the application's own log), for an answer of every kind of every
 endpoint (2xx, 400, 401 for a malformed, an unknown and a deleted key, 403, 404, 413, 415,
 422, 429), with the key in the Basic user name, a Bearer token, the path (as written and
-percent-escaped), the query string, another header and the body."""
+percent-escaped), the query string, another header and the body; and no 8 consecutive
+characters of a secret when the key is glued to other word characters."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 
 from app import keyformat
 from tests.server.test_gunicorn import printed_keys, sdk_key
+from tests.test_masking import leaked
 
 AUTH_FAILURES = 8
 
@@ -126,3 +128,37 @@ def test_no_secret_or_digest_in_any_log_of_any_answer(start_server):
         for secret in secrets_of(value):
             assert secret not in logs, secret[:8]
     assert logs.count(f"{keyformat.identifier_of(key)}...") >= 10  # access lines, masked
+
+
+def test_no_piece_of_a_secret_when_a_key_is_glued_to_other_word_characters(start_server):
+    """A key followed by 40 digits, by `_backup`, or joined to another key, in the path, the
+    query and the one logged header (User-Agent): the access log and the error log (at
+    debug level, which prints the path) hold no 8 consecutive characters of a secret."""
+    server = start_server(workers=1, env={"GUNICORN_CMD_ARGS": "--log-level debug"})
+    sdk = sdk_key(server)
+    telemetry = next(key for key in printed_keys(server) if key != sdk)
+    made = server.request(
+        "POST", "/api/keys", sdk, {"name": "glued", "kind": "custom", "scopes": ["site:read"]}
+    )
+    assert made.status == 201, made.body
+    key = made.json()["key"]
+    unknown = keyformat.new_key("ak_")[1]
+    glued = [key + "0" * 40, key + "_backup", key + sdk, telemetry + unknown + key]
+    requests = [
+        *((f"/healthz?x={token}", {}, 200) for token in glued),
+        *((f"/api/keys/{token}", basic(sdk), 404) for token in glued),
+        *(("/healthz", {"User-Agent": token}, 200) for token in glued),
+    ]
+    for path, headers, expected in requests:
+        assert send(server, "GET", path, headers) == expected, path[:24]
+    server.stop()
+
+    # The first start prints the starting keys once, on purpose; every other line counts.
+    logs = "\n".join(line for line in server.output().splitlines() if "): ak_" not in line)
+    assert logs.count('"GET /healthz') == 2 * len(glued)  # the access log has the lines
+    assert logs.count("[DEBUG] GET /api/keys/") == len(glued)  # so has the error log
+    assert not leaked(logs, [key, sdk, telemetry, unknown])
+    # Each shown in the query, the path (access and error logs) and the User-Agent.
+    shown = keyformat.shown(keyformat.identifier_of(key))
+    assert logs.count(shown) == 4 * len(glued)
+    assert logs.count(f"{shown}{'0' * 40}") == logs.count(f"{shown}_backup") == 4
