@@ -9,13 +9,21 @@ from flask import Flask
 
 from app import keyformat
 
+# Formats a record's traceback once, as any handler's formatter would, so that it is masked.
+_TRACEBACK = logging.Formatter()
+
 
 class MaskKeys(logging.Filter):
-    """Rewrites a record's message with every key-shaped token masked."""
+    """Rewrites a record's message, and the traceback it carries (whose exception's message
+    may name a path), with every key-shaped token masked."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = keyformat.masked(record.getMessage())
         record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _TRACEBACK.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = keyformat.masked(record.exc_text)
         return True
 
 

@@ -7,6 +7,7 @@ identifier) survive `keyformat.masked`, while each key's identifier and ordinary
 
 from __future__ import annotations
 
+import logging
 import random
 import string
 from urllib.parse import quote, unquote
@@ -223,3 +224,18 @@ def test_a_key_escaped_more_times_than_a_client_does_is_masked_whole():
     written = escaped(KEY, times=5)
     masked = keyformat.masked(f"GET /x?k={written} HTTP/1.1")
     assert masked == f"GET /x?k={written[:15]}... HTTP/1.1"
+
+
+# --- the service's loggers ------------------------------------------------------------------
+
+
+def test_a_logged_traceback_keeps_no_piece_of_a_secret(app, caplog):
+    """A server fault's log carries its exception, whose message may hold the path."""
+    caplog.set_level(logging.ERROR)
+    try:
+        raise LookupError(f"no route for /api/keys/{KEY}_backup")
+    except LookupError:
+        app.logger.exception("Exception on /api/keys/%s [GET]", KEY + OTHER)
+    assert not leaked(caplog.text, [KEY, OTHER]), caplog.text
+    assert f"no route for /api/keys/{IDENT}..._backup" in caplog.text
+    assert f"Exception on /api/keys/{IDENT}...{OTHER_IDENT}... [GET]" in caplog.text
