@@ -1,65 +1,136 @@
-"""Forward auth behind a real gateway: Debian's nginx runs examples/gateways/nginx.conf, as
-the README gives it, in front of a tiny upstream, with the service under gunicorn. Allowed,
-401, 403 and 429 requests, the X-Api-Key-* headers reaching the upstream (and the key not),
-and a deleted key refused on its next request.
+"""Forward auth behind the real gateways the docs show (CONTRACT.md sections 11 and 19):
+Debian's nginx and Caddy run examples/gateways/nginx.conf and Caddyfile, the files
+docs/gateways.md shows byte for byte, in front of a tiny upstream that records what it
+receives, with the service under gunicorn.
 
-Needs /usr/sbin/nginx (or $NGINX): apt-get install nginx (.ci/run does); skipped, saying
-so, without it."""
+Through either, the upstream gets the X-Api-Key-* headers of the check's answer and never the
+client's key nor an X-Api-Key-* header the client made up; the client gets the service's own
+401, 403 and 429, status, headers and problem+json body, as the service answers them, and a
+502 when the service does not answer. Failed authentications count for the client's own
+address, whatever it names in X-Forwarded-For.
+
+Needs /usr/sbin/nginx with Debian's headers-more module, and /usr/bin/caddy (or $NGINX,
+$CADDY): apt-get install nginx libnginx-mod-http-headers-more-filter caddy. Each gateway's
+tests are skipped, saying so, without it."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app import keyformat
+from app.scopes import SCOPES
 from tests.processes import PROJECT
 from tests.server.conftest import Server, free_port
+from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import printed_keys, sdk_key
 
 NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
-pytestmark = pytest.mark.skipif(
-    not NGINX.exists(),
-    reason=f"no nginx at {NGINX}: apt-get install nginx (.ci/run does), or set NGINX",
-)
-CONFIG = PROJECT / "examples" / "gateways" / "nginx.conf"
+CADDY = Path(os.environ.get("CADDY", "/usr/bin/caddy"))
+EXAMPLES = PROJECT / "examples" / "gateways"
+DOC = "docs/gateways.md"
+# The language of each block of DOC that is a file, and the file.
+SHOWN = {"nginx": "examples/gateways/nginx.conf", "caddyfile": "examples/gateways/Caddyfile"}
+# nginx.conf's addresses, each written once in it: the gateway's, the API Keys Service's and
+# the protected service's. The suite replaces these, and nothing else, with free ports.
+NGINX_ADDRESSES = ("127.0.0.1:8080", "127.0.0.1:5000", "127.0.0.1:8081")
+# The service's check, as both files ask it.
+CHECK = "/api/forward-auth?scope=monitor:read"
 CHECKS = 5  # RATELIMIT_INTROSPECT of the service: checks per key per minute
+FAILURES = 4  # RATELIMIT_AUTH_FAILURES of a service: failed authentications per address
+# The failed requests an address makes before its 429: nginx checks each refusal twice.
+REFUSED_AFTER = {"nginx": FAILURES // 2, "caddy": FAILURES}
+# What a client sends to pass for someone else: the check's four headers, one it does not
+# send, and spellings that some servers read as the same names.
+FORGED = [
+    ("X-Api-Key-Id", "ak_forged"),
+    ("X-Api-Key-Kind", "forged"),
+    ("X-Api-Key-Scopes", "forged"),
+    ("X-Api-Key-Organization", "forged"),
+    ("X-Api-Key-Name", "forged"),
+    ("x-api-key-organization", "forged"),
+    ("X_Api_Key_Organization", "forged"),
+    ("X-API-KEY-SCOPES", "forged"),
+]
 
 
-class Upstream(BaseHTTPRequestHandler):
-    """The protected service: answers each request with the headers it received."""
+@dataclass
+class Answer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
 
-    def do_GET(self) -> None:
-        body = json.dumps(dict(self.headers.items())).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+    def header(self, name: str) -> list[str]:
+        """Every value of the header `name`, in the order received."""
+        return [value for field, value in self.headers if field.lower() == name.lower()]
+
+
+def key_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """The headers an upstream may read as X-Api-Key-* (`_` taken for `-`, any case)."""
+    found = [(name.replace("_", "-").lower(), value) for name, value in headers]
+    assert len({name for name, _ in found}) == len(found), headers  # each at most once
+    return {name: value for name, value in found if name.startswith("x-api-key-")}
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Records the headers and body of every request; answers 200 (the upstream) or 204
+    (a check)."""
+
+    status = 200
+
+    def answer(self) -> None:
+        self.server.received.append(self.headers.items())
+        self.server.bodies.append(self.rfile.read(int(self.headers["Content-Length"] or 0)))
+        self.send_response(self.status)
+        self.send_header("Content-Length", "0")
         self.end_headers()
-        self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = answer
 
     def log_message(self, *args) -> None:
         pass
 
 
-@pytest.fixture
-def upstream() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+class SilentCheck(Recorder):
+    """A check that lets every request through and names nothing."""
+
+    status = 204
+
+
+def serve(handler: type[Recorder]) -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.received = []
+    server.bodies = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield server.server_address[1]
+    yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def upstream() -> Iterator[ThreadingHTTPServer]:
+    """The protected service."""
+    yield from serve(Recorder)
+
+
+@pytest.fixture
+def silent_check() -> Iterator[ThreadingHTTPServer]:
+    yield from serve(SilentCheck)
 
 
 @pytest.fixture
@@ -68,39 +139,91 @@ def service(start_server) -> Server:
     return start_server(workers=1, env=env)  # one worker's memory holds every count
 
 
-@pytest.fixture
-def gateway(service, upstream) -> Iterator[int]:
-    """nginx on a free port, running the README's configuration."""
-    # nginx's workers run as nobody when started by root: a folder they can enter.
-    folder = Path(tempfile.mkdtemp(prefix="nginx-"))
-    folder.chmod(0o755)
-    port = free_port()
-    config = CONFIG.read_text()
-    for name, address in {
-        "@LISTEN@": f"127.0.0.1:{port}",
-        "@API_KEYS@": f"127.0.0.1:{service.port}",
-        "@MONITORS@": f"127.0.0.1:{upstream}",
-    }.items():
-        config = config.replace(name, address)
-    (folder / "nginx.conf").write_text(config)
+def nginx_config(port: int, api_keys: int, monitors: int) -> str:
+    """nginx.conf with its three addresses replaced."""
+    config = (EXAMPLES / "nginx.conf").read_text()
+    for address, new_port in zip(NGINX_ADDRESSES, (port, api_keys, monitors), strict=True):
+        assert config.count(address) == 1, address
+        config = config.replace(address, f"127.0.0.1:{new_port}")
+    return config
+
+
+def nginx(folder: Path, port: int, api_keys: int, monitors: int) -> tuple[list[str], dict]:
+    (folder / "nginx.conf").write_text(nginx_config(port, api_keys, monitors))
     globals_ = f"daemon off; pid {folder}/nginx.pid; error_log {folder}/error.log;"
-    with (folder / "stderr.txt").open("wb") as stderr:
-        process = subprocess.Popen(
-            [str(NGINX), "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", globals_],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
+    command = [str(NGINX), "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", globals_]
+    return command, dict(os.environ)
+
+
+def caddy(folder: Path, port: int, api_keys: int, monitors: int) -> tuple[list[str], dict]:
+    """The Caddyfile as it is: its addresses are environment variables."""
+    env = os.environ | {name: str(folder) for name in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")}
+    env |= {
+        "GATEWAY_PORT": str(port),
+        "API_KEYS": f"127.0.0.1:{api_keys}",
+        "MONITORS": f"127.0.0.1:{monitors}",
+    }
+    return [str(CADDY), "run", "--config", str(EXAMPLES / "Caddyfile")], env
+
+
+def missing(name: str) -> str | None:
+    """Why the gateway `name` cannot run here, if it cannot."""
+    if name == "caddy":
+        return None if CADDY.exists() else f"no caddy at {CADDY}: apt-get install caddy"
+    if not NGINX.exists():
+        return f"no nginx at {NGINX}: apt-get install nginx"
+    for module in re.findall(r"^load_module (\S+);", nginx_config(0, 0, 0), re.M):
+        if not Path(module).exists():
+            return f"no {module}: apt-get install libnginx-mod-http-headers-more-filter"
+    return None
+
+
+LAUNCHERS = {"nginx": nginx, "caddy": caddy}
+
+
+@pytest.fixture(params=sorted(LAUNCHERS))
+def gateway_name(request) -> str:
+    if reason := missing(request.param):
+        pytest.skip(reason)
+    return request.param
+
+
+@pytest.fixture
+def start_gateway(gateway_name) -> Iterator[Callable[[int, int], int]]:
+    """Start the gateway in front of the check at port `api_keys` and the upstream at port
+    `monitors`; its port. Stopped when the test ends."""
+    started: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(api_keys: int, monitors: int) -> int:
+        # nginx's workers run as nobody when started by root: a folder they can enter.
+        folder = Path(tempfile.mkdtemp(prefix=f"{gateway_name}-"))
+        folder.chmod(0o755)
+        port = free_port()
+        command, env = LAUNCHERS[gateway_name](folder, port, api_keys, monitors)
+        with (folder / "output.txt").open("wb") as output:
+            process = subprocess.Popen(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output
+            )
+        started.append((process, folder))
         deadline = time.monotonic() + 10
         while not answers(port):
-            assert process.poll() is None, (folder / "stderr.txt").read_text()
-            assert time.monotonic() < deadline, "nginx did not start"
+            printed = "".join(path.read_text() for path in folder.glob("*.txt"))
+            assert process.poll() is None, printed
+            assert time.monotonic() < deadline, f"{gateway_name} did not start: {printed}"
             time.sleep(0.05)
-        yield port
-    finally:
+        return port
+
+    yield start
+    for process, folder in started:
         process.terminate()
         process.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def gateway(start_gateway, service, upstream) -> int:
+    """The gateway in front of the service and the upstream; its port."""
+    return start_gateway(service.port, upstream.server_address[1])
 
 
 def answers(port: int) -> bool:
@@ -111,47 +234,152 @@ def answers(port: int) -> bool:
     return True
 
 
-def through(port: int, key: str | None) -> http.client.HTTPResponse:
+def through(
+    port: int, key: str | None, headers: list[tuple[str, str]] = (), body: bytes | None = None
+) -> Answer:
+    """A GET (a POST with `body`) of /monitors/7 from a client of the gateway at `port`,
+    sending `headers` as they are (duplicates and any spelling)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    connection.request("GET", "/monitors/7", headers=headers)
-    answer = connection.getresponse()
-    answer.body = answer.read()
-    connection.close()
-    return answer
+    try:
+        connection.putrequest("GET" if body is None else "POST", "/monitors/7")
+        if key is not None:
+            connection.putheader("Authorization", f"Bearer {key}")
+        for name, value in headers:
+            connection.putheader(name, value)
+        if body is not None:
+            connection.putheader("Content-Type", "application/json")
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        answer = connection.getresponse()
+        return Answer(answer.status, answer.getheaders(), answer.read())
+    finally:
+        connection.close()
 
 
-def test_the_gateway_lets_through_only_keys_with_the_scope(gateway, service):
+def direct(service: Server, key: str | None) -> Answer:
+    """The service's own answer to the gateway's check of `key`."""
+    answer = service.request("GET", CHECK, key)
+    return Answer(answer.status, list(answer.headers.items()), answer.body)
+
+
+def assert_passed_on(answer: Answer, own: Answer) -> None:
+    """`answer` is the service's refusal `own` as it is: status, headers, problem+json body."""
+    assert (answer.status, answer.body) == (own.status, own.body)
+    assert json.loads(answer.body)["status"] == answer.status
+    for name in ("Content-Type", "WWW-Authenticate", "Cache-Control"):
+        assert answer.header(name) == own.header(name), name
+    assert answer.header("Content-Type") == ["application/problem+json"]
+    for mine, theirs in zip(answer.header("Retry-After"), own.header("Retry-After"), strict=True):
+        assert abs(int(mine) - int(theirs)) <= 1  # asked a moment apart
+
+
+def test_a_key_with_the_scope_reaches_the_upstream_as_the_check_describes_it(
+    gateway, service, upstream
+):
     sdk = sdk_key(service)
-    telemetry = next(k for k in printed_keys(service) if k != sdk)
-
-    allowed = through(gateway, sdk)
-    assert allowed.status == 200, allowed.body
-    seen = json.loads(allowed.body)
-    assert seen["X-Api-Key-Id"] == keyformat.identifier_of(sdk)
-    assert seen["X-Api-Key-Kind"] == "sdk_integration"
-    assert seen["X-Api-Key-Scopes"].split()[:2] == ["monitor:read", "monitor:write"]
-    assert seen["X-Api-Key-Organization"] == "default"
-    assert "Authorization" not in seen  # the key stops at the gateway
-
-    missing = through(gateway, None)
-    assert missing.status == 401
-    assert missing.getheader("WWW-Authenticate") == 'Basic realm="api"'
-    assert through(gateway, "ak_not_a_key").status == 401
-    assert through(gateway, telemetry).status == 403  # no monitor:read
+    described = {
+        "x-api-key-id": keyformat.identifier_of(sdk),
+        "x-api-key-kind": "sdk_integration",
+        "x-api-key-scopes": " ".join(SCOPES),
+        "x-api-key-organization": "default",
+    }
+    assert through(gateway, sdk).status == 200
+    assert through(gateway, sdk, FORGED, body=b'{"paused": true}').status == 200
+    assert upstream.bodies == [b"", b'{"paused": true}']
+    for received in upstream.received:
+        assert key_headers(received) == described
+        assert "authorization" not in {name.lower() for name, _ in received}  # the key stops
 
 
-def test_a_key_past_its_checks_gets_429_and_a_deleted_key_401(gateway, service):
+def test_refusals_are_the_services_own_and_reach_no_upstream(gateway, service, upstream):
+    sdk = sdk_key(service)
+    telemetry = next(key for key in printed_keys(service) if key != sdk)
+
+    no_key = through(gateway, None, FORGED, body=b"{}")  # checked as a GET would be
+    assert no_key.status == 401
+    assert no_key.header("WWW-Authenticate") == ['Basic realm="api"']
+    assert_passed_on(no_key, direct(service, None))
+    assert_passed_on(through(gateway, "ak_not_a_key", FORGED), direct(service, "ak_not_a_key"))
+
+    lacking = through(gateway, telemetry, FORGED)  # no monitor:read
+    assert lacking.status == 403
+    assert json.loads(lacking.body)["detail"] == "This key lacks the scopes: monitor:read."
+    assert_passed_on(lacking, direct(service, telemetry))
+    assert upstream.received == []
+
+
+def test_a_key_past_its_checks_gets_the_services_429_and_a_deleted_key_401(
+    gateway, service, upstream
+):
     sdk = sdk_key(service)
     body = {"name": "dashboard", "kind": "custom", "scopes": ["monitor:read"]}
     made = service.request("POST", "/api/keys", sdk, body).json()["key"]
-    statuses = [through(gateway, made).status for _ in range(CHECKS)]
-    assert statuses == [200] * CHECKS
-    limited = through(gateway, made)
+    assert [through(gateway, made).status for _ in range(CHECKS)] == [200] * CHECKS
+    limited = through(gateway, made, FORGED)
     assert limited.status == 429
-    assert int(limited.getheader("Retry-After")) >= 1
+    assert int(limited.header("Retry-After")[0]) >= 1
+    assert json.loads(limited.body)["code"] == "rate_limited"
+    assert_passed_on(limited, direct(service, made))
+    assert len(upstream.received) == CHECKS
 
     doomed = service.request("POST", "/api/keys", sdk, body).json()["key"]
     assert through(gateway, doomed).status == 200
     assert service.request("DELETE", f"/api/keys/{doomed}", sdk).status == 204
-    assert through(gateway, doomed).status == 401
+    assert_passed_on(through(gateway, doomed), direct(service, doomed))
+
+
+def test_a_check_that_names_nothing_lets_no_header_of_the_client_through(
+    start_gateway, silent_check, upstream
+):
+    """copy_headers and auth_request_set leave a header the check does not send: the
+    client's own must not stand in for it."""
+    port = start_gateway(silent_check.server_address[1], upstream.server_address[1])
+    assert through(port, "ak_anything", FORGED).status == 200
+    assert len(silent_check.received) == 1
+    [received] = upstream.received
+    assert "authorization" not in {name.lower() for name, _ in received}
+    assert "forged" not in {value for _, value in received}
+    assert "ak_forged" not in {value for _, value in received}
+    # nginx sends none; Caddy 2.6 sends its placeholder's own text, newer Caddy none.
+    for name, value in key_headers(received).items():
+        assert value == "{http.reverse_proxy.header." + name.title() + "}", name
+
+
+def test_the_docs_show_each_configuration_as_the_suite_runs_it():
+    """docs/gateways.md shows each file above byte for byte, once, and any other
+    configuration under a heading that says it is untested."""
+    lines = (PROJECT / DOC).read_text().split("\n")
+    shown = []
+    for block in blocks(DOC):
+        if block.language in SHOWN:
+            shown.append((block.language, block.text + "\n"))
+        else:
+            heading = next(h for h in reversed(lines[: block.line]) if h.startswith("## "))
+            assert "untested" in heading, (block.line, heading)
+    files = [(language, (PROJECT / path).read_text()) for language, path in SHOWN.items()]
+    assert sorted(shown) == sorted(files)
+
+
+def test_failed_authentications_count_for_the_client_whatever_address_it_names(
+    gateway_name, start_gateway, start_server, upstream
+):
+    """With TRUSTED_PROXIES=1 the service reads the address the gateway forwards: the
+    connection's, never one the client wrote in X-Forwarded-For."""
+    env = {"RATELIMIT_AUTH_FAILURES": f"{FAILURES}/minute", "TRUSTED_PROXIES": "1"}
+    service = start_server(workers=1, env=env)
+    sdk = sdk_key(service)
+    port = start_gateway(service.port, upstream.server_address[1])
+    statuses = [
+        through(port, "ak_not_a_key", [("X-Forwarded-For", f"203.0.113.{n}")]).status
+        for n in range(FAILURES + 1)
+    ]
+    refused_after = REFUSED_AFTER[gateway_name]
+    assert statuses == [401] * refused_after + [429] * (FAILURES + 1 - refused_after)
+    assert through(port, sdk).status == 429  # the address is spent, for valid keys too
+    assert upstream.received == []
+
+
+def test_a_service_that_does_not_answer_is_the_gateways_502(gateway, service, upstream):
+    service.stop()
+    assert through(gateway, "ak_anything").status == 502
+    assert upstream.received == []
