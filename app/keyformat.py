@@ -130,6 +130,8 @@ _PLACE_COST = 4
 
 
 def _unrecognised(run: str) -> str:
+    """A run with no key found in it: if it could hold one, a head too short to hold 8 of a
+    secret."""
     if len(run) <= _LONGEST_FREE_RUN:
         return run
     return run[: min(len(run) - TAIL_LENGTH, _KEPT_HEAD)] + SHOWN_SUFFIX
