@@ -61,12 +61,17 @@ def record_use(identifier: str, last_used: datetime | None) -> None:
         db.session.commit()
 
 
-def found(key: str) -> tuple[Caller | None, bool]:
+# Every organization: what authenticate() and found() serve unless told one.
+ANY_ORGANIZATION = None
+
+
+def found(key: str, organization_id: int | None = ANY_ORGANIZATION) -> tuple[Caller | None, bool]:
     """(the live key with this full value, its use recorded; whether it has expired):
     what authenticates now, for a request's own key and for a key another service checks
-    (introspection)."""
+    (introspection). A key of another organization than `organization_id` (when one is
+    named) is no key there: unknown, its expiry untold and its use not recorded."""
     holder = queries.holder(keyformat.digest(key))
-    if holder is None:
+    if holder is None or organization_id not in (ANY_ORGANIZATION, holder.caller.organization_id):
         return None, False
     if holder.expires_at is not None and holder.expires_at <= utcnow():
         return None, True
@@ -78,13 +83,15 @@ def authenticate(
     rate: str = limits.PER_KEY,
     challenge: tuple[str, str] = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    organization_id: int | None = ANY_ORGANIZATION,
 ) -> Caller:
-    """The key this request's Authorization presents in one of `schemes`: 429 past the
-    abuse limits (`rate` per key), 401 (with `challenge`) when there is no valid key."""
+    """The key this request's Authorization presents in one of `schemes` (of the
+    organization `organization_id`, when one is named): 429 past the abuse limits (`rate`
+    per key), 401 (with `challenge`) when there is no valid key."""
     limits.check_address()
     presented = credentials.presented(request.headers.get("Authorization"))
     valid = presented is not None and presented.scheme in schemes
-    caller, has_expired = found(presented.key) if valid else (None, False)
+    caller, has_expired = found(presented.key, organization_id) if valid else (None, False)
     if caller is None:
         limits.count_failure()
         raise expired(challenge) if has_expired else unauthorized(challenge, schemes)

@@ -40,7 +40,7 @@ from urllib import request as http
 from flask import Flask, current_app, g, request
 from werkzeug.local import LocalProxy
 
-from app import auth, credentials, errors, keyformat, limits, queries
+from app import auth, credentials, errors, queries
 from app.errors import RETRY_SHORTLY, ApiError
 from app.scopes import SCOPES, to_bits, to_names
 
@@ -136,6 +136,10 @@ def _problem(error: ApiError):
     return errors.problem(errors.refusal_document(error), error.headers)
 
 
+# No organization has this id: the embedded extension's organization before it exists.
+_NO_ORGANIZATION = 0
+
+
 class _Embedded:
     """The service's own authentication, in its own application, for one organization."""
 
@@ -143,33 +147,27 @@ class _Embedded:
         self.organization = organization
         # Found on the first request that needs it (organizations are never renamed).
         self.organization_id: int | None = None
+        self.warned = False
 
     def check(self) -> CheckedKey:
-        presented = credentials.presented(request.headers.get("Authorization"))
-        if presented is not None and not self._serves(presented.key):
-            # Not this organization's key: answered as an unknown one, as introspection does.
-            limits.check_address()
-            limits.count_failure()
-            raise auth.unauthorized()
-        caller = auth.authenticate()
+        caller = auth.authenticate(organization_id=self._organization_id())
         return CheckedKey(
             caller.identifier, caller.kind, to_names(caller.scope_bits), self.organization
         )
 
-    def _serves(self, key: str) -> bool:
-        """Whether `key` is unknown (authenticate refuses it) or of the organization served:
-        one more indexed lookup, so that another organization's key is never used here."""
-        holder = queries.holder(keyformat.digest(key))
-        return holder is None or holder.caller.organization_id == self._organization_id()
-
-    def _organization_id(self) -> int | None:
+    def _organization_id(self) -> int:
+        """The organization's id, found once it exists; till then one no key has (ids
+        start at 1), so that every key is unknown here, and the host's log says why once."""
         if self.organization_id is None:
             self.organization_id = queries.organization_id(self.organization)
             if self.organization_id is None:
-                current_app.logger.warning(
-                    "ApiKeys serves the organization %r, which does not exist: no key passes.",
-                    self.organization,
-                )
+                if not self.warned:
+                    current_app.logger.warning(
+                        "ApiKeys serves the organization %r, which does not exist: no key passes.",
+                        self.organization,
+                    )
+                    self.warned = True
+                return _NO_ORGANIZATION
         return self.organization_id
 
 
@@ -213,12 +211,13 @@ class _Remote:
         _, body = self._ask(self.url, {"token": token})
         try:
             facts = json.loads(body)
-        except ValueError as failure:
-            raise _unavailable(failure) from None
-        if not facts.get("active"):
-            return None
-        scopes = tuple(facts["scope"].split())
-        return CheckedKey(facts["client_id"], facts["kind"], scopes, self._organization())
+            if not facts["active"]:
+                return None
+            scopes = tuple(facts["scope"].split())
+            return CheckedKey(facts["client_id"], facts["kind"], scopes, self._organization())
+        except (ValueError, LookupError, TypeError, AttributeError) as failure:
+            # Not introspection's answer (a wrong URL, another service): the same as none.
+            raise _unavailable(ValueError(f"not an introspection answer: {failure!r}")) from None
 
     def _organization(self) -> str:
         """The name forward auth gives the managing key's organization (the one whose keys

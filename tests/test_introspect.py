@@ -84,6 +84,14 @@ def test_deleted_expired_and_foreign_keys_are_inactive(client, org, other_org, m
         assert introspect(client, org.sdk, token).json == INACTIVE
 
 
+def test_another_organizations_key_is_not_used_by_a_check(client, org, other_org):
+    """It does not exist for the asker: its last_used stays as it was (never used)."""
+    assert introspect(client, org.sdk, other_org.telemetry).json == INACTIVE
+    identifier = identifier_of(other_org.telemetry)
+    shown = client.get(f"/api/keys/{identifier}", auth=(other_org.sdk, "")).json
+    assert shown["last_used"] is None
+
+
 def test_a_check_is_a_use_of_the_checked_key(client, org, make_key):
     key = make_key()
     introspect(client, org.sdk, key)

@@ -147,8 +147,9 @@ def introspect():
     authenticates now; `{"active": false}` and nothing else for anything else."""
     asker = auth.managing_caller(rate=limits.INTROSPECT)
     token = schemas.introspection.load(form_or_json_object())["token"]
-    checked, _ = auth.found(token) if keyformat.is_full_key(token) else (None, False)
-    if checked is None or checked.organization_id != asker.organization_id:
+    valid = keyformat.is_full_key(token)
+    checked, _ = auth.found(token, asker.organization_id) if valid else (None, False)
+    if checked is None:
         return INACTIVE
     key = service.find_key(asker, checked.identifier)
     answer = {

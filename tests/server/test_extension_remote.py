@@ -7,7 +7,9 @@ section 19)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -112,3 +114,40 @@ def test_an_answer_that_is_not_introspections_is_503(service):
     app.extensions["api_keys"].url = url + "/api/forward-auth"  # a wrong URL: 204, no body
     answer = app.test_client().get("/monitors", auth=(sdk_key(service), ""))
     assert (answer.status_code, answer.json["code"]) == (503, "unavailable")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'{"active": true}',
+        b'{"active": true, "scope": 7, "client_id": "ak_x", "kind": "custom"}',
+        b'{"active": true, "scope": "monitor:read", "client_id": "ak_x", "kind": "custom"}',
+    ],
+    ids=["array", "no-facts", "scope-not-text", "no-organization-header"],
+)
+def test_an_answer_of_the_wrong_shape_is_503_not_500(org, body):
+    """A service that answers 200 with something else than introspection's facts (or a
+    forward auth without its organization header) is as good as none: 503."""
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"] or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    stub = HTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{stub.server_port}"
+        host = monitors.remote(url, org.sdk).test_client()
+        answer = host.get("/monitors", auth=(org.sdk, ""))
+        assert (answer.status_code, answer.json["code"]) == (503, "unavailable")
+    finally:
+        stub.shutdown()
+        stub.server_close()
