@@ -110,7 +110,7 @@ def invalid(errors: Mapping[str, list[str]]) -> ApiError:
 
 def refusal_document(error: HTTPException | ValidationError) -> dict:
     """The problem body of a raised refusal: what an HTTP answer carries, and what an MCP
-    tool's refused call carries as its structured content."""
+    tool's refused call carries as its one text item (JSON, no structured content)."""
     if isinstance(error, ValidationError):
         error = invalid(flatten(error.normalized_messages()))
     status = error.code or 500
