@@ -5,6 +5,8 @@ its limits, and every later reader). It never raises on what a client sends."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from app import keyformat
@@ -28,6 +30,9 @@ class Caller(NamedTuple):
     identifier: str
     kind: str
     scope_bits: int
+    # Its place and time, which no key it makes may exceed (CONTRACT.md section 15).
+    allowed_ips: Sequence[str] = ()
+    expires_at: datetime | None = None
 
 
 def presented(header: str | None) -> Presented | None:

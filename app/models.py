@@ -1,12 +1,13 @@
-"""The tables: organizations, their API keys, and how many keys of each kind they hold.
-Columns, indexes and constraints only."""
+"""The tables: organizations, their API keys (and the index of their metadata), and how many
+keys of each kind they hold. Columns, indexes and constraints only."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, LargeBinary, String
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, LargeBinary, String, text, true
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.extensions import db
@@ -15,6 +16,8 @@ from app.scopes import KINDS
 # Identifiers sort in byte order (the contract's tie-break). SQLite compares bytes by
 # default; PostgreSQL needs the "C" collation, which other databases do not know.
 IDENTIFIER = String(64).with_variant(String(64, collation="C"), "postgresql")
+# A key's lists and objects: JSONB on PostgreSQL (compared by value), JSON text elsewhere.
+DOCUMENT = JSON().with_variant(postgresql.JSONB(), "postgresql")
 _KIND_LIST = ", ".join(f"'{kind}'" for kind in KINDS)
 
 
@@ -45,6 +48,20 @@ class ApiKey(db.Model):
     expires_at: Mapped[datetime | None]
     # The identifier of the key whose request made this one; None: the operator.
     created_by: Mapped[str | None] = mapped_column(String(64))
+    # Policy (CONTRACT.md section 15). A disabled key authenticates nothing.
+    enabled: Mapped[bool] = mapped_column(server_default=true())
+    # Networks ("10.0.0.0/8", normalised) the key may be used from; []: anywhere.
+    allowed_ips: Mapped[list[str]] = mapped_column(DOCUMENT, server_default=text("'[]'"))
+    # Uses per window of the key's own limit; both None: none of its own.
+    rate_limit_requests: Mapped[int | None]
+    rate_limit_seconds: Mapped[int | None]
+    # The owner's own name -> value pairs; KeyMetadata indexes them for the list filter.
+    # (`metadata` is the declarative base's own attribute, hence the attribute's name.)
+    metadata_: Mapped[dict[str, str]] = mapped_column(
+        "metadata", DOCUMENT, server_default=text("'{}'")
+    )
+    # The identifier of the key that replaced this one by rotation; None: not rotated.
+    replaced_by: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         # Listing: one organization's keys, oldest first, ties by identifier.
@@ -54,6 +71,24 @@ class ApiKey(db.Model):
         Index("ix_api_keys_expiry", "organization_id", "expires_at"),
         Index("ix_api_keys_last_used", "organization_id", "last_used"),
         CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
+    )
+
+
+class KeyMetadata(db.Model):
+    """One member of a key's metadata, so that `metadata[name]=value` is an index lookup on
+    both databases (migrations/versions/0004_key_policy.py says why a side table)."""
+
+    __tablename__ = "key_metadata"
+
+    key_id: Mapped[int] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True
+    )
+    organization_id: Mapped[int]
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    value: Mapped[str] = mapped_column(String(500))
+
+    __table_args__ = (
+        Index("ix_key_metadata_lookup", "organization_id", "name", "value", "key_id"),
     )
 
 

@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select
 
 from app.credentials import Caller
 from app.extensions import db
-from app.models import ApiKey, AuditEvent, KeyCount, Organization
+from app.models import ApiKey, AuditEvent, KeyCount, KeyMetadata, Organization
 from app.reads import Read
 from app.timestamps import as_shown, utcnow
 
@@ -45,6 +45,19 @@ class Key(NamedTuple):
     last_used: str | None
     expires_at: str | None
     created_by: str | None  # the identifier of the key that made it; None: the operator
+    enabled: bool
+    allowed_ips: list[str]
+    rate_limit_requests: int | None
+    rate_limit_seconds: int | None
+    metadata: dict[str, str]
+    replaced_by: str | None  # the identifier of its successor by rotation; None: not rotated
+
+    @property
+    def rate_limit(self) -> dict[str, int] | None:
+        """Its own limit as the API shows it; None: none of its own."""
+        if self.rate_limit_requests is None:
+            return None
+        return {"requests": self.rate_limit_requests, "seconds": self.rate_limit_seconds}
 
 
 class Page(NamedTuple, Generic[T]):
@@ -61,10 +74,14 @@ class Holder(NamedTuple):
 
     caller: Caller
     last_used: datetime | None
-    expires_at: datetime | None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        return self.caller.expires_at
 
 
 _KEYS = ApiKey.__table__
+_METADATA = KeyMetadata.__table__
 _COUNTED = KeyCount.__table__
 _ORGANIZATIONS = Organization.__table__
 _IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
@@ -78,9 +95,9 @@ _KEY = select(
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
 
 _HOLDER = Read(
-    select(
-        *(_KEYS.c[name] for name in Caller._fields), _KEYS.c.last_used, _KEYS.c.expires_at
-    ).where(_KEYS.c.digest == bindparam("digest"))
+    select(*(_KEYS.c[name] for name in Caller._fields), _KEYS.c.last_used).where(
+        _KEYS.c.digest == bindparam("digest")
+    )
 )
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
 _OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
@@ -124,7 +141,7 @@ _PAGES = {
 def holder(digest: bytes) -> Holder | None:
     """The key with this digest, in whichever organization: what authenticates."""
     row = _HOLDER.first({"digest": digest})
-    return None if row is None else Holder(Caller(*row[:-2]), *row[-2:])
+    return None if row is None else Holder(Caller(*row[:-1]), row[-1])
 
 
 def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
@@ -167,10 +184,16 @@ def locked_key(organization_id: int, identifier: str) -> Key | None:
 
 
 def matching(
-    organization_id: int, kind: str | None, state: str | None, unused_since: datetime | None
+    organization_id: int,
+    kind: str | None,
+    state: str | None,
+    unused_since: datetime | None,
+    enabled: bool | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> ColumnElement[bool]:
-    """The organization's keys of `kind`, in `state`, unused since `unused_since` (each
-    when given): what ix_api_keys_expiry and ix_api_keys_last_used serve."""
+    """The organization's keys of `kind`, in `state`, unused since `unused_since`, enabled
+    or not, with these metadata members (each when given): what ix_api_keys_expiry,
+    ix_api_keys_last_used and ix_key_metadata_lookup serve."""
     now = utcnow()
     criteria = [_KEYS.c.organization_id == organization_id]
     if kind is not None:
@@ -181,6 +204,15 @@ def matching(
         criteria.append(_KEYS.c.expires_at <= now)
     if unused_since is not None:
         criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
+    if enabled is not None:
+        criteria.append(_KEYS.c.enabled == enabled)
+    for name, value in (metadata or {}).items():
+        member = select(_METADATA.c.key_id).where(
+            _METADATA.c.organization_id == organization_id,
+            _METADATA.c.name == name,
+            _METADATA.c.value == value,
+        )
+        criteria.append(_KEYS.c.id.in_(member))
     return and_(*criteria)
 
 
@@ -191,12 +223,14 @@ def keys_page(
     kind: str | None = None,
     state: str | None = None,
     unused_since: datetime | None = None,
+    enabled: bool | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> Page[Key]:
     """One page of the organization's keys, oldest first, ties by identifier: one total
     and one page query; a page past the end asks only for the total (nor sends an offset
     past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
-    by state or use, count(*) over the index of the filtered column."""
-    if state is None and unused_since is None:
+    otherwise, count(*) over the index of the filtered column."""
+    if state is None and unused_since is None and enabled is None and not metadata:
         parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
         ((total,),) = _TOTALS[kind is not None].rows(parameters)
         offset = (page - 1) * page_size
@@ -206,7 +240,7 @@ def keys_page(
             query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
             data = [Key._make(row) for row in query.rows(parameters)]
         return Page(page, page_size, total, data)
-    where = matching(organization_id, kind, state, unused_since)
+    where = matching(organization_id, kind, state, unused_since, enabled, metadata)
     in_order = _KEY.where(where).order_by(*_ORDER)
     return _counted(_KEYS, where, in_order, page, page_size, _key_rows)
 

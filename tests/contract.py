@@ -11,4 +11,9 @@ KEY_FIELDS = (
     "updated",
     "expires_at",
     "created_by",
+    "enabled",
+    "allowed_ips",
+    "rate_limit",
+    "metadata",
+    "replaced_by",
 )

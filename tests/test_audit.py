@@ -59,6 +59,10 @@ def test_every_change_is_recorded_newest_first(client, org):
         "kind": "custom",
         "scopes": ["site:read"],
         "expires_at": None,
+        "enabled": True,
+        "allowed_ips": [],
+        "rate_limit": None,
+        "metadata": {},
     }
     assert update["details"] == {
         "name": ["ci", "ci 2"],

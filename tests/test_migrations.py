@@ -226,6 +226,12 @@ def test_keys_stored_at_any_revision_still_authenticate_after_upgrade_to_head(
     assert own.json["scopes"] == ["monitor:read", "site:read"]
     assert own.json["created"] == "2026-01-02T03:04:05.000006Z"
     assert (own.json["expires_at"], own.json["created_by"]) == (None, None)
+    # 0004's policy: every key stored before it is enabled, usable from anywhere, with no
+    # limit of its own, no metadata, and not rotated.
+    policy = ("enabled", "allowed_ips", "rate_limit", "metadata", "replaced_by")
+    for key in listing.json["data"]:
+        assert [key[field] for field in policy] == [True, [], None, {}, None], key
+    assert client.get("/api/keys?enabled=true", auth=(sdk, "")).json["total_count"] == 3
 
 
 def insert_first_revision_keys(engine: sa.Engine) -> None:
@@ -266,11 +272,13 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # Revision -> how keys were written at that revision, without today's models.
 # 0002 added key_counts, which its triggers keep: rows are stored as before. 0003 added
 # nullable columns, which the previous version of the service never writes: rows stored
-# as before still authenticate, never expire, and show created_by null.
+# as before still authenticate, never expire, and show created_by null. 0004 added columns
+# with defaults, which a row written without them takes.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
     "0003": insert_first_revision_keys,
+    "0004": insert_first_revision_keys,
 }
 
 

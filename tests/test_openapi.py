@@ -122,6 +122,8 @@ def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
         "kind",
         "state",
         "unused_since",
+        "enabled",
+        "metadata",
     }
     page_size = next(p for p in keys["get"]["parameters"] if p["name"] == "page_size")
     assert page_size["schema"] == {"type": "integer", "default": 50, "minimum": 1, "maximum": 200}
@@ -160,7 +162,10 @@ def test_request_models_hold_only_what_a_client_may_set(document):
         assert "are accepted and ignored" in components[name]["description"]
     update = components["UpdateKey"]
     assert "anyOf" not in update
-    assert update["description"].startswith("At least one of `expires_at`, `name`, `scopes`")
+    assert update["description"].startswith(
+        "At least one of `allowed_ips`, `enabled`, `expires_at`, `metadata`, `name`, "
+        "`rate_limit`, `scopes`"
+    )
 
 
 def test_the_document_names_its_server_and_license(document):

@@ -7,6 +7,8 @@ from datetime import datetime
 
 import pytest
 
+from app.keys.schemas import UPDATABLE
+
 SCOPE_TABLE = [
     "monitor:read",
     "monitor:write",
@@ -278,8 +280,7 @@ def test_update_with_neither_name_nor_scopes_is_refused(client, auth, target, bo
 
 def test_update_echoing_a_read_key_without_its_updatable_fields_is_refused(client, auth, target):
     read = _get(client, auth, target["key"])
-    updatable = ("name", "scopes", "expires_at")
-    body = {field: value for field, value in read.items() if field not in updatable}
+    body = {field: value for field, value in read.items() if field not in UPDATABLE}
     _assert_invalid(client, auth, target, body)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import operator
 import re
 from collections.abc import Callable
@@ -26,11 +27,23 @@ from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_n
 from app.timestamps import utcnow
 
 # Sent back by clients that echo what they read; ignored on input.
-READ_ONLY = frozenset({"key", "immutable", "last_used", "created", "updated", "created_by"})
-UPDATABLE = frozenset({"name", "scopes", "expires_at"})
+READ_ONLY = frozenset(
+    {"key", "immutable", "last_used", "created", "updated", "created_by", "replaced_by"}
+)
+# What an update may change: at least one of them.
+UPDATABLE = frozenset(
+    {"name", "scopes", "expires_at", "enabled", "allowed_ips", "rate_limit", "metadata"}
+)
 # A rotated key keeps working at most 30 days beside its replacement.
 MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
 NAME_MAX_LENGTH = 200
+# A key's policy (CONTRACT.md section 15).
+MAX_ALLOWED_IPS = 50
+MAX_RATE_REQUESTS = 1_000_000
+MAX_RATE_SECONDS = 24 * 60 * 60
+MAX_METADATA_MEMBERS = 20
+METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
+METADATA_VALUE_MAX_LENGTH = 500
 # C0 and C1 control characters, DEL, and lone surrogates (which no database can store).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 # Unicode's bidirectional embeddings, overrides and isolates, which make a name display as
@@ -84,7 +97,94 @@ class Expiry(Timestamp):
         return moment
 
 
-class _KeyInput(Schema):
+class Flag(fields.Boolean):
+    """true or false, and nothing else (marshmallow's Boolean takes 1, "yes", "on"...); in
+    a query string, the words `true` and `false`."""
+
+    def _deserialize(self, value, attr, data, **kwargs) -> bool:
+        if type(value) is bool:
+            return value
+        raise self.make_error("invalid")
+
+
+class QueryFlag(Flag):
+    """A Flag as a query string or a tool's arguments give it: `true`, `false`, or a
+    JSON boolean."""
+
+    def _deserialize(self, value, attr, data, **kwargs) -> bool:
+        if value in ("true", "false") and type(value) is str:
+            return value == "true"
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class Network(fields.String):
+    """An IPv4 or IPv6 address or CIDR network, normalised: `10.0.0.7` is `10.0.0.7/32`;
+    a network with host bits set is refused, as a likely mistake."""
+
+    def _deserialize(self, value, attr, data, **kwargs) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            return str(ipaddress.ip_network(text, strict=True))
+        except ValueError as error:
+            if "host bits" in str(error):
+                raise ValidationError(
+                    "Has host bits set: give the network's own address (10.0.0.0/8)."
+                ) from None
+            raise ValidationError("Not an IPv4 or IPv6 address or CIDR network.") from None
+
+
+def _allowed_ips(**kwargs: Any) -> fields.List:
+    return fields.List(Network(), validate=validate.Length(max=MAX_ALLOWED_IPS), **kwargs)
+
+
+class RateLimit(Schema):
+    """A key's own limit: `requests` uses per `seconds`."""
+
+    requests = fields.Integer(
+        strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_REQUESTS)
+    )
+    seconds = fields.Integer(
+        strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_SECONDS)
+    )
+
+
+def _metadata_name() -> fields.String:
+    return fields.String(
+        validate=validate.Regexp(
+            METADATA_NAME, error="Names are 1 to 40 characters from A-Z a-z 0-9 _ . -."
+        )
+    )
+
+
+def _metadata_value() -> fields.String:
+    return fields.String(validate=[validate.Length(max=METADATA_VALUE_MAX_LENGTH), _printable])
+
+
+def _metadata(**kwargs: Any) -> fields.Dict:
+    return fields.Dict(
+        keys=_metadata_name(),
+        values=_metadata_value(),
+        validate=validate.Length(max=MAX_METADATA_MEMBERS),
+        **kwargs,
+    )
+
+
+class _Policy(Schema):
+    """What create and update take of a key's policy."""
+
+    enabled = Flag()
+    allowed_ips = _allowed_ips()
+    rate_limit = fields.Nested(RateLimit, allow_none=True)
+    metadata = _metadata()
+
+    @post_load
+    def fold_networks(self, data: dict, **kwargs: Any) -> dict:
+        if "allowed_ips" in data:
+            data["allowed_ips"] = list(dict.fromkeys(data["allowed_ips"]))  # each once
+        return data
+
+
+class _KeyInput(_Policy):
     """Ignores read-only fields; refuses any other unknown field (marshmallow's default)."""
 
     @pre_load
@@ -120,8 +220,8 @@ class CreateKey(_KeyInput):
 
 
 class UpdateKey(_KeyInput):
-    """A partial update: name, scopes, expires_at, or several. `kind` may be sent,
-    unchanged."""
+    """A partial update: name, scopes, expires_at, the policy's fields, or several. `kind`
+    may be sent, unchanged."""
 
     name = Name()
     scopes = _scopes()
@@ -131,7 +231,7 @@ class UpdateKey(_KeyInput):
     @validates_schema
     def something_to_update(self, data: dict, **kwargs: Any) -> None:
         if not UPDATABLE & data.keys():
-            message = "An update needs name, scopes or expires_at."
+            message = "An update needs one of: " + ", ".join(sorted(UPDATABLE)) + "."
             raise ValidationError({field: [message] for field in sorted(UPDATABLE)})
 
 
@@ -145,6 +245,9 @@ class RotateKey(Schema):
     expires_at = Expiry()
 
 
+_METADATA_MEMBER = re.compile(r"metadata\[(.*)\]", re.DOTALL)
+
+
 class ListArguments(PageArguments):
     kind = _kind()
     state = fields.String(
@@ -152,6 +255,22 @@ class ListArguments(PageArguments):
     )
     # Keys never used, or last used before this time.
     unused_since = Timestamp()
+    enabled = QueryFlag()
+    # `metadata[<name>]=<value>` in a query string (pre_load gathers them); an object in an
+    # MCP tool's arguments. Keys with every member given.
+    metadata = fields.Dict(keys=_metadata_name(), values=_metadata_value())
+
+    @pre_load
+    def gather_metadata(self, data: dict, **kwargs: Any) -> dict:
+        members = {
+            match[1]: value
+            for name, value in data.items()
+            if (match := _METADATA_MEMBER.fullmatch(name))
+        }
+        if not members:
+            return data
+        others = {name: value for name, value in data.items() if name[:9] != "metadata["}
+        return others | {"metadata": members}
 
 
 class KeyReference(Schema):
@@ -175,6 +294,13 @@ class KeyOutput(Schema):
     expires_at = fields.String(allow_none=True)
     created_by = fields.Function(
         lambda key: None if key.created_by is None else keyformat.shown(key.created_by)
+    )
+    enabled = fields.Boolean()
+    allowed_ips = fields.List(fields.String())
+    rate_limit = fields.Function(operator.attrgetter("rate_limit"))
+    metadata = fields.Dict(keys=fields.String(), values=fields.String())
+    replaced_by = fields.Function(
+        lambda key: None if key.replaced_by is None else keyformat.shown(key.replaced_by)
     )
 
 
@@ -205,8 +331,11 @@ def _reader(name: str, field: fields.Field) -> Callable[[Any], Any]:
     if isinstance(field, fields.List) and isinstance(field.inner, fields.Nested):
         dump_inner = _dumper(field.inner.schema)
         return lambda obj: [dump_inner(item) for item in getattr(obj, name)]
-    if isinstance(field, fields.String | fields.Integer):
-        # Stored values already have the type: str and int need no conversion.
+    if isinstance(
+        field, fields.String | fields.Integer | fields.Boolean | fields.List | fields.Dict
+    ):
+        # Stored values already have the type (JSON columns come as lists and dicts of
+        # strings): they need no conversion.
         return operator.attrgetter(field.attribute or name)
     raise TypeError(f"no fast reader for {type(field).__name__} field {name!r}")
 

@@ -7,20 +7,21 @@ in the CLI): no query runs without it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ipaddress
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import bindparam, delete, update
+from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.exc import IntegrityError
 
 from app import audit, keyformat, queries
 from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
-from app.models import ApiKey, Organization
+from app.models import ApiKey, KeyMetadata, Organization
 from app.queries import Key, Page
 from app.scopes import (
     FIXED,
@@ -42,6 +43,7 @@ STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
 _KEYS = ApiKey.__table__
 _UPDATE = update(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
 _DELETE = delete(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
+_METADATA = KeyMetadata.__table__
 
 
 class OrganizationError(Exception):
@@ -66,6 +68,72 @@ def _require_power_over(caller: Caller, key: Key) -> None:
     """A key may alter or revoke only keys whose scopes it holds all of."""
     if exceeding(key.scope_bits, caller.scope_bits):
         raise ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
+
+
+def _exceeds_caller(field: str, message: str) -> ApiError:
+    return ApiError(403, "exceeds_caller", message, {field: [message]})
+
+
+def _inside(entries: Sequence[str], own: Sequence[str]) -> bool:
+    """Whether every network of `entries` lies inside one of `own`."""
+    networks = [ipaddress.ip_network(network) for network in own]
+    return all(
+        any(entry.version == mine.version and entry.subnet_of(mine) for mine in networks)
+        for entry in map(ipaddress.ip_network, entries)
+    )
+
+
+def _within_caller(caller: Caller, data: dict) -> None:
+    """A key gets no place or time beyond its caller's, in what a body names (CONTRACT.md
+    section 15): 403 `exceeds_caller`."""
+    if caller.allowed_ips and "allowed_ips" in data:
+        entries = data["allowed_ips"]
+        if not entries or not _inside(entries, caller.allowed_ips):
+            raise _exceeds_caller(
+                "allowed_ips",
+                "The calling key is limited to some addresses: a key it makes or changes "
+                "must be limited to addresses inside them.",
+            )
+    if caller.expires_at is not None and "expires_at" in data:
+        expires_at = data["expires_at"]
+        if expires_at is None or expires_at > caller.expires_at:
+            raise _exceeds_caller(
+                "expires_at",
+                f"The calling key expires at {iso(caller.expires_at)}: a key it makes or "
+                "changes must expire no later.",
+            )
+
+
+def _earlier(one: datetime | None, other: datetime | None) -> datetime | None:
+    """The earlier of two ends, where None is never."""
+    if one is None or other is None:
+        return other if one is None else one
+    return min(one, other)
+
+
+def _rate_limit(data: dict | None) -> dict[str, int | None]:
+    """A rate_limit as its columns."""
+    data = data or {}
+    return {
+        "rate_limit_requests": data.get("requests"),
+        "rate_limit_seconds": data.get("seconds"),
+    }
+
+
+def _write_metadata(organization_id: int, key_id: int, metadata: dict[str, str]) -> None:
+    """The index of a key's metadata (models.KeyMetadata), as `metadata` says."""
+    db.session.execute(delete(_METADATA).where(_METADATA.c.key_id == key_id))
+    if metadata:
+        rows = [
+            {"key_id": key_id, "organization_id": organization_id, "name": name, "value": value}
+            for name, value in metadata.items()
+        ]
+        db.session.execute(insert(_METADATA), rows)
+
+
+def _already_rotated(key: Key, why: str) -> ApiError:
+    successor = keyformat.shown(key.replaced_by or "")
+    return ApiError(409, "already_rotated", f"This key was replaced by {successor}: {why}")
 
 
 @contextmanager
@@ -113,8 +181,14 @@ def _add_key(
     actor: str,
     expires_at: datetime | None = None,
     created_by: str | None = None,
+    allowed_ips: Sequence[str] = (),
+    rate_limit: dict | None = None,
+    metadata: dict[str, str] | None = None,
+    enabled: bool = True,
 ) -> tuple[Key, str]:
     """A new key in the session's transaction, with its key.created event."""
+    allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
+    limit = _rate_limit(rate_limit)
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
     now = utcnow()
     key = ApiKey(
@@ -129,9 +203,15 @@ def _add_key(
         last_used=None,
         expires_at=expires_at,
         created_by=created_by,
+        enabled=enabled,
+        allowed_ips=allowed_ips,
+        metadata_=metadata,
+        replaced_by=None,
+        **limit,
     )
     db.session.add(key)
     db.session.flush()  # its id
+    _write_metadata(organization_id, key.id, metadata)
     shown = iso(now)
     expiry = None if expires_at is None else iso(expires_at)
     audit.record(
@@ -144,25 +224,51 @@ def _add_key(
             "kind": kind,
             "scopes": list(to_names(scope_bits)),
             "expires_at": expiry,
+            "enabled": enabled,
+            "allowed_ips": allowed_ips,
+            "rate_limit": rate_limit,
+            "metadata": metadata,
         },
     )
-    made = Key(key.id, identifier, name, kind, scope_bits, shown, shown, None, expiry, created_by)
+    made = Key(
+        id=key.id,
+        identifier=identifier,
+        name=name,
+        kind=kind,
+        scope_bits=scope_bits,
+        created=shown,
+        updated=shown,
+        last_used=None,
+        expires_at=expiry,
+        created_by=created_by,
+        enabled=enabled,
+        allowed_ips=allowed_ips,
+        metadata=metadata,
+        replaced_by=None,
+        **limit,
+    )
     return made, full_key
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
-    """A new key in the caller's organization, within the caller's scopes."""
+    """A new key in the caller's organization, within the caller's scopes, place and time;
+    where it names no place or time, the caller's."""
     excess = exceeding(data["scope_bits"], caller.scope_bits)
     if excess:
         raise _scope_exceeds_caller(excess)
+    _within_caller(caller, data)
     created = _add_key(
         caller.organization_id,
         data["name"],
         data["kind"],
         data["scope_bits"],
         actor=audit.actor_of(caller),
-        expires_at=data.get("expires_at"),
+        expires_at=data.get("expires_at", caller.expires_at),
         created_by=caller.identifier,
+        allowed_ips=data.get("allowed_ips", caller.allowed_ips),
+        rate_limit=data.get("rate_limit"),
+        metadata=data.get("metadata"),
+        enabled=data.get("enabled", True),
     )
     db.session.commit()
     return created
@@ -182,8 +288,13 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         excess = exceeding(scope_bits, caller.scope_bits)
         if excess:
             raise _scope_exceeds_caller(excess)
+        _within_caller(caller, data)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
+        if key.replaced_by is not None and "expires_at" in data:
+            ends = data["expires_at"]
+            if ends is None or key.expires_at is None or ends > from_iso(key.expires_at):
+                raise _already_rotated(key, "its end can be brought earlier, not later.")
         # Only what this request changes is written, each field with its value before.
         changes: dict[str, Any] = {}
         details: dict[str, list] = {}
@@ -198,9 +309,22 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
             if expiry != key.expires_at:
                 changes["expires_at"] = data["expires_at"]
                 details["expires_at"] = [key.expires_at, expiry]
+        shown = {"expires_at": details["expires_at"][1]} if "expires_at" in details else {}
+        for field in ("enabled", "allowed_ips", "metadata"):
+            if data.get(field, getattr(key, field)) != getattr(key, field):
+                changes[field] = shown[field] = data[field]
+                details[field] = [getattr(key, field), data[field]]
+        if "rate_limit" in data:
+            before = key.rate_limit
+            if data["rate_limit"] != before:
+                limit = _rate_limit(data["rate_limit"])
+                changes |= limit
+                shown |= limit
+                details["rate_limit"] = [before, data["rate_limit"]]
+        if "metadata" in changes:
+            _write_metadata(caller.organization_id, key.id, changes["metadata"])
         if changes:
             updated = max(utcnow(), from_iso(key.updated) + TICK)
-            shown = {"expires_at": details["expires_at"][1]} if "expires_at" in details else {}
             key = key._replace(**(changes | shown), updated=iso(updated))
             statement = _UPDATE.values(**changes, updated=updated)
             db.session.execute(statement, {"key": key.identifier})
@@ -252,24 +376,31 @@ def revoke_leaked(keys: list[str]) -> None:
 
 
 def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
-    """A replacement with the key's name, kind and scopes as they are inside this
-    transaction, and the old key's end (deleted now, or expiring after `grace_seconds`),
-    written together or not at all. A second rotation of the same key waits for this one's
-    lock, then finds it gone (404) or expiring, so a grace-0 rotation never leaves two
-    replacements. The replacement expires when the body says (null: never), else when the
-    old key would have, if that is still ahead: a time-limited key never becomes permanent
-    by a routine rotation (CONTRACT.md section 9)."""
+    """A replacement with the key's name, kind, scopes and policy (enabled anew) as they
+    are inside this transaction, and the old key's end (deleted now, or expiring after
+    `grace_seconds` and naming its successor in `replaced_by`), written together or not at
+    all. A second rotation of the same key waits for this one's lock, then finds it gone
+    (404) or replaced (409 `already_rotated`), so that one rotation wins, whatever the
+    grace. The replacement expires when the body says (null: never), else when the old key
+    would have, if that is still ahead (a time-limited key never becomes permanent by a
+    routine rotation, CONTRACT.md section 9), and never after a caller that expires."""
     with _locked(caller, key) as key:
         _require_power_over(caller, key)
+        _within_caller(caller, data)
+        if key.replaced_by is not None:
+            raise _already_rotated(key, "rotate its successor instead.")
         now = utcnow()
         ends = None if key.expires_at is None else from_iso(key.expires_at)
+        expires_at = data.get("expires_at", ends if ends is not None and ends > now else None)
+        if "expires_at" not in data:
+            expires_at = _earlier(expires_at, caller.expires_at)
+        # Its addresses, where they lie inside the caller's; else the caller's.
+        allowed_ips = key.allowed_ips
+        if caller.allowed_ips and not (allowed_ips and _inside(allowed_ips, caller.allowed_ips)):
+            allowed_ips = list(caller.allowed_ips)
         grace = data.get("grace_seconds", 0)
         if grace == 0:
             db.session.execute(_DELETE, {"key": key.identifier})
-        else:
-            until = now + timedelta(seconds=grace)
-            sooner = until if ends is None else min(ends, until)
-            db.session.execute(_UPDATE.values(expires_at=sooner), {"key": key.identifier})
         actor = audit.actor_of(caller)
         replacement = _add_key(
             caller.organization_id,
@@ -277,9 +408,17 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             key.kind,
             key.scope_bits,
             actor=actor,
-            expires_at=data.get("expires_at", ends if ends is not None and ends > now else None),
+            expires_at=expires_at,
             created_by=caller.identifier,
+            allowed_ips=allowed_ips,
+            rate_limit=key.rate_limit,
+            metadata=key.metadata,
         )
+        if grace:
+            until = now + timedelta(seconds=grace)
+            sooner = until if ends is None else min(ends, until)
+            old = {"expires_at": sooner, "replaced_by": replacement[0].identifier}
+            db.session.execute(_UPDATE.values(**old), {"key": key.identifier})
         audit.record(
             "key.rotated",
             organization_id=caller.organization_id,
