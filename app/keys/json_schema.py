@@ -30,6 +30,21 @@ OUTPUT_FIELDS = {
         "description": "`<identifier>...` of the key whose request made this one; null: the "
         "operator (CLI or first start).",
     },
+    "rate_limit": {
+        "type": ["object", "null"],
+        "properties": {
+            "requests": {"type": "integer", "minimum": 1},
+            "seconds": {"type": "integer", "minimum": 1},
+        },
+        "required": ["requests", "seconds"],
+        "additionalProperties": False,
+        "description": "`requests` uses of the key per `seconds`; null: no limit of its own.",
+    },
+    "replaced_by": {
+        "type": ["string", "null"],
+        "description": "`<identifier>...` of the key that replaced this one by rotation; "
+        "null: not rotated.",
+    },
 }
 EXPIRY_INPUT = {
     "type": ["string", "null"],

@@ -27,7 +27,8 @@ LOCATION = {
     Operation(
         "List API keys",
         "The keys of the caller's organization, oldest first (ties by identifier), one page "
-        "at a time, optionally of one kind. " + MANAGING,
+        "at a time, optionally of one kind, state, use, `enabled=true|false`, and with "
+        "metadata members (`metadata[<name>]=<value>`, exact, several combine). " + MANAGING,
         200,
         "One page of keys, and how many there are in all.",
         (*KEYS_REQUEST, 422),
