@@ -1,4 +1,4 @@
-"""The README's SQLite backup command, run while the service holds the database open with
+"""docs/operations.md's SQLite backup command, run while the service holds the database open with
 recent writes still in the WAL file, gives a copy on which every key works."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from tests.databases import sqlite_only
 from tests.processes import PROJECT, run
 
 pytestmark = sqlite_only
-README = PROJECT / "README.md"
+OPERATIONS = PROJECT / "docs" / "operations.md"
 
 
 def documented_backup_command() -> list[str]:
-    """The README's `.venv/bin/python -c ... instance/api-keys.sqlite3 backup.sqlite3`."""
-    text = README.read_text()
+    """docs/operations.md's `.venv/bin/python -c ... instance/api-keys.sqlite3 backup.sqlite3`."""
+    text = OPERATIONS.read_text()
     found = re.search(r"^\.venv/bin/python -c (.+?) \\\n\s+(.+)$", text, re.MULTILINE)
-    assert found, "the README shows no backup command"
+    assert found, "docs/operations.md shows no backup command"
     return ["python", "-c", *shlex.split(found.group(1)), *shlex.split(found.group(2))]
 
 

@@ -1,4 +1,4 @@
-"""Configuration from the environment (contract section 8 and the README's table):
+"""Configuration from the environment (contract section 8 and docs/operations.md's table):
 DATABASE_URL, KEY_PREFIX and LAST_USED_RESOLUTION override the defaults, and a value that
 makes no sense stops the service at start with a message naming what is wrong."""
 
@@ -147,8 +147,8 @@ def test_bad_value_is_refused_at_start_naming_the_variable(
     assert variable in message or config_key in message, message
 
 
-def test_every_environment_variable_is_in_the_readmes_configuration_table():
-    readme = (PROJECT / "README.md").read_text()
-    lines = readme.splitlines()
+def test_every_environment_variable_is_in_the_configuration_table_of_the_operations_page():
+    page = (PROJECT / "docs" / "operations.md").read_text()
+    lines = page.splitlines()
     rows = {line.split("|")[1].strip(" `") for line in lines if line.startswith("| `")}
     assert set(ENVIRONMENT) <= rows, set(ENVIRONMENT) - rows

@@ -12,7 +12,7 @@ from app import keyformat
 from app.keyformat import identifier_of, new_key
 
 URL = "/api/revoke"
-# The regular expression README.md gives secret scanners.
+# The regular expression docs/security.md gives secret scanners.
 LEAKED = re.compile(r"\bak_[0-9A-Za-z]{50}\b")
 
 
