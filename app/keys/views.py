@@ -84,7 +84,10 @@ def get_key(reference: str):
 @documented(
     Operation(
         "Update an API key",
-        "Rename and/or rescope a key (a partial update: `name`, `scopes` or both). "
+        "Change a key (a partial update: each field it names is replaced, the others stay): "
+        "`name`, `scopes`, `expires_at` (null: no expiry), `enabled`, `allowed_ips`, "
+        "`rate_limit`, `metadata`. A rotated key's expiry may only come earlier (else 409 "
+        "`already_rotated`). "
         + MANAGING
         + " The caller must hold every scope of the key (else 403 `forbidden`) and every "
         "new scope (else 403 `scope_exceeds_caller`).",
@@ -124,10 +127,13 @@ def delete_key(reference: str):
 @documented(
     Operation(
         "Rotate an API key",
-        "Replace a key: a new key with its name, kind and scopes (the full value, once), "
-        "and the old key deleted at once (`grace_seconds` 0, the default) or expiring "
-        "`grace_seconds` from now (or sooner, if it already expires sooner), written "
-        "together. The body is optional (no body needs no Content-Type). "
+        "Replace a key: a new key with its name, kind, scopes, `allowed_ips`, `rate_limit` "
+        "and `metadata` (the full value, once; enabled), expiring at the body's `expires_at`, "
+        "else at the old key's expiry while that is ahead, else never; and the old key "
+        "deleted at once (`grace_seconds` 0, the default) or expiring `grace_seconds` from "
+        "now (or sooner, if it already expires sooner), written together. A key already "
+        "replaced is 409 `already_rotated`. The body is optional (no body needs no "
+        "Content-Type). "
         + MANAGING
         + " The caller must hold every scope of the key (else 403 `forbidden`). Works for "
         "immutable kinds and for expired keys.",

@@ -120,10 +120,12 @@ TOOLS = (
     Tool(
         "rotate_key",
         "Rotate an API key",
-        "Replace a key with a new one of the same name, kind and scopes. The old key stops "
-        "at once (`grace_seconds` 0, the default) or after `grace_seconds`, so its users "
-        "can switch. The answer carries the new full key, once, and it stays in this "
-        "conversation.",
+        "Replace a key with a new one of the same name, kind, scopes and policy. The new key "
+        "expires at `expires_at` if given (null: never), else when the old key would have, "
+        "if that is still ahead. The old key stops at once (`grace_seconds` 0, the default) "
+        "or after `grace_seconds`, so its users can switch; a key already replaced cannot "
+        "be rotated again (`already_rotated`). The answer carries the new full key, once, "
+        "and it stays in this conversation.",
         rotate_key,
         destructive=True,
     ),
