@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app import auth, cli, config, database, docs, errors, health, limits, logs, page
+from app import auth, cli, config, database, docs, errors, health, limits, logs, metrics, page
 from app.audit import views as audit_views
 from app.checks import views as checks
 from app.extensions import db
@@ -51,6 +51,7 @@ def register_extensions(app: Flask) -> None:
     database.engine_options(app)
     db.init_app(app)
     limits.init_app(app)
+    metrics.init_app(app)  # before any blueprint: it times every request
     database.configure(app)
 
 
@@ -65,6 +66,8 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
     if app.config["MCP_ENABLED"]:
         app.register_blueprint(mcp.bp)  # POST /mcp; the SDK is imported on its first request
+    if app.config["METRICS_ENABLED"]:
+        app.register_blueprint(metrics.bp)  # GET /metrics, for Prometheus on this machine
     app.register_blueprint(page.bp)  # / and /page/: the page for people, a client of /api/keys
     app.after_request(auth.no_store)  # every answer under /api and /mcp
 

@@ -7,6 +7,7 @@ Precedence, lowest first: DEFAULTS, ``instance/config.py``, the environment, the
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "TRUSTED_PROXIES": 0,
     # The MCP server at /mcp (CONTRACT.md section 13).
     "MCP_ENABLED": True,
+    # GET /metrics (CONTRACT.md section 17): served, to this machine only unless a token is set.
+    "METRICS_ENABLED": True,
+    "METRICS_TOKEN": None,
     # OPTIONS is no method of this API: 405 in the problem shape, as for any other.
     "PROVIDE_AUTOMATIC_OPTIONS": False,
 }
@@ -75,6 +79,16 @@ def _rate(value: str) -> str:
     return value
 
 
+# RFC 6750's b64token: what a client can send after "Bearer " as it is.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def _bearer_token(value: str) -> str:
+    if not _BEARER_TOKEN.fullmatch(value):
+        raise ValueError("must be a Bearer token: A-Z a-z 0-9 - . _ ~ + /, then any =")
+    return value
+
+
 def _key_prefix(value: str) -> str:
     if not keyformat.PREFIX_PATTERN.fullmatch(value):
         raise ValueError(f"must match {keyformat.PREFIX_PATTERN.pattern}")
@@ -108,6 +122,11 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "TRUSTED_PROXIES": ("TRUSTED_PROXIES", _non_negative_int),
     # Switch the MCP server off: /mcp is then an unknown path, as in a service without one.
     "MCP_ENABLED": ("MCP_ENABLED", _boolean),
+    # Switch GET /metrics off: it is then an unknown path, and no request is counted.
+    "METRICS_ENABLED": ("METRICS_ENABLED", _boolean),
+    # Let a Prometheus on another machine scrape /metrics: only this Bearer token may then
+    # read it, from anywhere; without it, only clients on this machine may.
+    "METRICS_TOKEN": ("METRICS_TOKEN", _bearer_token),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

@@ -33,8 +33,9 @@ from app.operations import (
 from app.request_body import FORM
 
 OPENAPI_VERSION = "3.1.0"
-# Endpoints that are not part of the API the document describes.
-UNDOCUMENTED_BLUEPRINTS = frozenset({"docs", "page"})
+# Endpoints that are not part of the API the document describes (GET /metrics is
+# Prometheus's text format for an operator's scraper, documented in docs/metrics.md).
+UNDOCUMENTED_BLUEPRINTS = frozenset({"docs", "page", "metrics"})
 UNDOCUMENTED_ENDPOINTS = frozenset({"static"})
 UNDOCUMENTED_METHODS = frozenset({"HEAD", "OPTIONS"})
 

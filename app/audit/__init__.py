@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import has_request_context
 
-from app import keyformat, limits, queries
+from app import keyformat, limits, metrics, queries
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -41,6 +41,7 @@ def record(
     client's address is the one the abuse limits see (None outside a request: the CLI)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
+    metrics.audit_recorded(action)
     db.session.add(
         AuditEvent(
             organization_id=organization_id,
