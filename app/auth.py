@@ -1,6 +1,7 @@
-"""Authentication: the presented key -> its digest -> one indexed lookup -> the caller,
-behind the abuse limits; `last_used` recorded. Every endpoint that takes a key calls
-authenticate(); the keys blueprint's hook adds the managing-kind rule."""
+"""Authentication: the presented key -> its digest -> one indexed lookup -> its policy's
+verdict (app/policy.py) -> the caller, behind the abuse limits; `last_used` recorded.
+Every endpoint that takes a key calls authenticate(); the keys blueprint's hook adds the
+managing-kind rule."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, queries
+from app import credentials, keyformat, limits, policy, queries
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey
+from app.queries import Holder
 from app.scopes import MANAGING_KINDS, exceeding, to_names
 from app.timestamps import seconds_since, utcnow
 
@@ -36,16 +38,6 @@ def unauthorized(
     )
 
 
-def expired(challenge: tuple[str, str] = CHALLENGE) -> ApiError:
-    """The holder already has the key, so saying why leaks nothing."""
-    return ApiError(
-        401,
-        "expired_key",
-        "This API key has expired: it authenticates nothing any more.",
-        headers=[challenge],
-    )
-
-
 # Named by identifier, as every write of a key is (app/keys/service.py says why).
 _RECORD_USE = (
     update(ApiKey).where(ApiKey.identifier == bindparam("key")).values(last_used=bindparam("now"))
@@ -65,18 +57,23 @@ def record_use(identifier: str, last_used: datetime | None) -> None:
 ANY_ORGANIZATION = None
 
 
-def found(key: str, organization_id: int | None = ANY_ORGANIZATION) -> tuple[Caller | None, bool]:
-    """(the live key with this full value, its use recorded; whether it has expired):
-    what authenticates now, for a request's own key and for a key another service checks
-    (introspection). A key of another organization than `organization_id` (when one is
-    named) is no key there: unknown, its expiry untold and its use not recorded."""
+def found(key: str, organization_id: int | None = ANY_ORGANIZATION) -> Holder | None:
+    """The key with this full value, for a request's own key and for a key another service
+    checks (introspection). A key of another organization than `organization_id` (when one
+    is named) is no key there: unknown, its policy untold and its use not recorded."""
     holder = queries.holder(keyformat.digest(key))
     if holder is None or organization_id not in (ANY_ORGANIZATION, holder.caller.organization_id):
-        return None, False
-    if holder.expires_at is not None and holder.expires_at <= utcnow():
-        return None, True
-    record_use(holder.caller.identifier, holder.last_used)
-    return holder.caller, False
+        return None
+    return holder
+
+
+def use(holder: Holder, address: str | None) -> policy.Verdict:
+    """The policy's verdict on a found key used from `address`; a key it lets through has
+    its use recorded."""
+    decided = policy.verdict(holder.caller, address)
+    if decided.refusal is None:
+        record_use(holder.caller.identifier, holder.last_used)
+    return decided
 
 
 def authenticate(
@@ -86,17 +83,24 @@ def authenticate(
     organization_id: int | None = ANY_ORGANIZATION,
 ) -> Caller:
     """The key this request's Authorization presents in one of `schemes` (of the
-    organization `organization_id`, when one is named): 429 past the abuse limits (`rate`
-    per key), 401 (with `challenge`) when there is no valid key."""
+    organization `organization_id`, when one is named), which its policy lets through from
+    the client's address: 429 past the abuse limits (`rate` per key), 401 (with
+    `challenge`) when there is no valid key, the policy's refusal otherwise."""
     limits.check_address()
     presented = credentials.presented(request.headers.get("Authorization"))
     valid = presented is not None and presented.scheme in schemes
-    caller, has_expired = found(presented.key, organization_id) if valid else (None, False)
-    if caller is None:
+    holder = found(presented.key, organization_id) if valid else None
+    if holder is None:
         limits.count_failure()
-        raise expired(challenge) if has_expired else unauthorized(challenge, schemes)
-    limits.count_use(caller.identifier, rate)
-    return caller
+        raise unauthorized(challenge, schemes)
+    decided = use(holder, limits.client_address())
+    policy.answer_with_headers(decided)
+    if decided.refusal is not None:
+        if decided.refusal != policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
+            limits.count_failure()
+        raise policy.refusal(decided, challenge)
+    limits.count_use(holder.caller.identifier, rate)
+    return holder.caller
 
 
 def require_held(required: int, held: int) -> None:

@@ -5,14 +5,16 @@ its limits, and every later reader). It never raises on what a client sends."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import NamedTuple
 
 from app import keyformat
 
 BASIC = "basic"
 BEARER = "bearer"
+_NO_METADATA: Mapping[str, str] = MappingProxyType({})
 
 
 class Presented(NamedTuple):
@@ -33,6 +35,11 @@ class Caller(NamedTuple):
     # Its place and time, which no key it makes may exceed (CONTRACT.md section 15).
     allowed_ips: Sequence[str] = ()
     expires_at: datetime | None = None
+    # The rest of its policy, which app/policy.py judges before each use.
+    enabled: bool = True
+    rate_limit_requests: int | None = None
+    rate_limit_seconds: int | None = None
+    metadata: Mapping[str, str] = _NO_METADATA
 
 
 def presented(header: str | None) -> Presented | None:

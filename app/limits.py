@@ -18,9 +18,11 @@ import ipaddress
 import math
 import threading
 import time
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 from flask import Flask, current_app, request
-from limits import RateLimitItem, parse
+from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import MemoryStorage, Storage, storage_from_string
 from limits.strategies import FixedWindowRateLimiter
 
@@ -31,6 +33,9 @@ PER_KEY = "RATELIMIT_PER_KEY"
 # Forward auth and introspection: other services check a key on each request they serve.
 INTROSPECT = "RATELIMIT_INTROSPECT"
 RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
+# Where a key's own limit (CONTRACT.md section 15) is counted, beside the rates.
+OWN = "key"
+T = TypeVar("T")
 RETRY_SECONDS = 10.0
 # How often a worker's memory drops the counters whose period has ended.
 SWEEP_SECONDS = 10.0
@@ -41,6 +46,15 @@ MESSAGES = {
     PER_KEY: "Too many requests with this key; retry later.",
     INTROSPECT: "Too many checks of this key; retry later.",
 }
+
+
+class Allowance(NamedTuple):
+    """A use of a key under its own limit: allowed or not, how many are left, and the
+    whole seconds until the window ends."""
+
+    allowed: bool
+    remaining: int
+    reset: int
 
 
 class MemoryCounts(MemoryStorage):
@@ -100,12 +114,28 @@ class Limits:
         """Whether `identifier` has some of `rate` left; `count` spends one."""
         item = self.rates[rate]
         keys = (self.prefix, rate, identifier)
+        return self._ask(lambda limiter: (limiter.hit if count else limiter.test)(item, *keys))
+
+    def spend(self, item: RateLimitItem, identifier: str) -> Allowance:
+        """One use of the key `identifier` under its own limit `item` (app/policy.py):
+        counted whether the abuse limits are on or not, since its owner asked for it."""
+        keys = (self.prefix, OWN, identifier)
+
+        def hit(limiter: FixedWindowRateLimiter) -> Allowance:
+            allowed = limiter.hit(item, *keys)
+            stats = limiter.get_window_stats(item, *keys)
+            return Allowance(
+                allowed, stats.remaining, max(1, math.ceil(stats.reset_time - time.time()))
+            )
+
+        return self._ask(hit)
+
+    def _ask(self, ask: Callable[[FixedWindowRateLimiter], T]) -> T:
+        """`ask` of the storage's limiter, or of the memory's while the storage is silent."""
         try:
-            limiter = self._limiter()
-            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+            return ask(self._limiter())
         except self.storage.base_exceptions:
-            limiter = self._fall_back()
-            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+            return ask(self._fall_back())
 
     def refusal(self, rate: str, identifier: str) -> ApiError:
         """429 with the whole seconds until `identifier`'s `rate` lets it through again."""
@@ -189,3 +219,9 @@ def count_use(identifier: str, rate: str = PER_KEY) -> None:
     limits = _limits()
     if limits and not limits.allowed(rate, identifier, count=True):
         raise limits.refusal(rate, identifier)
+
+
+def spend_own(identifier: str, requests: int, seconds: int) -> Allowance:
+    """One use of the key `identifier` under its own limit of `requests` per `seconds`."""
+    limits: Limits = current_app.extensions["limits"]
+    return limits.spend(RateLimitItemPerSecond(requests, seconds), identifier)

@@ -39,6 +39,7 @@ def test_a_live_key_is_active_with_its_facts(client, org, as_json):
         "iat": seconds(shown["created"]),
         "kind": "telemetry",
         "name": shown["name"],
+        "metadata": {},
     }
 
 
@@ -80,8 +81,10 @@ def test_deleted_expired_and_foreign_keys_are_inactive(client, org, other_org, m
         "UPDATE api_keys SET expires_at = '2000-01-01 00:00:00' WHERE identifier = :identifier",
         identifier=identifier_of(expired),
     )
-    for token in (deleted, expired, other_org.sdk):
+    for token in (deleted, other_org.sdk):
         assert introspect(client, org.sdk, token).json == INACTIVE
+    # the organization's own key says why (CONTRACT.md section 15)
+    assert introspect(client, org.sdk, expired).json == INACTIVE | {"code": "expired_key"}
 
 
 def test_another_organizations_key_is_not_used_by_a_check(client, org, other_org):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from marshmallow import Schema, fields, validate
+from ipaddress import IPv4Address, IPv6Address
+
+from marshmallow import Schema, ValidationError, fields, validate
 
 from app.scopes import SCOPES
 
@@ -16,12 +18,21 @@ class ForwardAuthArguments(Schema):
     )
 
 
+def _without_zone(address: IPv4Address | IPv6Address) -> None:
+    """A zone (`fe80::1%eth0`) names an interface of the asker's host, no client's address."""
+    if getattr(address, "scope_id", None):
+        raise ValidationError("Not a valid IP address.")
+
+
 class Introspection(Schema):
     """The key to check, as RFC 7662's `token`; its optional `token_type_hint` is
-    accepted and, there being one type of token here, ignored."""
+    accepted and, there being one type of token here, ignored; `client_ip`, the address
+    the key is used from, for a key with allowed_ips."""
 
     token = fields.String(required=True)
     token_type_hint = fields.String()
+    # The address the checked key is used from, for its allowed_ips (CONTRACT.md section 15).
+    client_ip = fields.IP(validate=_without_zone)
 
 
 forward_auth_arguments = ForwardAuthArguments()

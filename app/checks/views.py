@@ -4,11 +4,13 @@ record the checked key's use."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from app import auth, keyformat, limits, queries
+from app import auth, keyformat, limits, policy, queries
 from app.checks import schemas
 from app.keys import service
 from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
@@ -120,8 +122,16 @@ def forward_auth():
             "X-Api-Key-Organization": header_value(
                 queries.organization_name(caller.organization_id)
             ),
+            "X-Api-Key-Metadata": metadata_header(caller.metadata),
         },
     )
+
+
+def metadata_header(metadata: Mapping[str, str]) -> str:
+    """The metadata as compact ASCII JSON: a header value whatever its text."""
+    if not metadata:
+        return "{}"
+    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=True)
 
 
 @bp.post("/introspect")
@@ -146,12 +156,19 @@ def introspect():
     """RFC 7662: the facts of the caller's organization's key named by `token` when it
     authenticates now; `{"active": false}` and nothing else for anything else."""
     asker = auth.managing_caller(rate=limits.INTROSPECT)
-    token = schemas.introspection.load(form_or_json_object())["token"]
-    valid = keyformat.is_full_key(token)
-    checked, _ = auth.found(token, asker.organization_id) if valid else (None, False)
-    if checked is None:
+    body = schemas.introspection.load(form_or_json_object())
+    token = body["token"]
+    holder = auth.found(token, asker.organization_id) if keyformat.is_full_key(token) else None
+    if holder is None:
         return INACTIVE
-    key = service.find_key(asker, checked.identifier)
+    client_ip = body.get("client_ip")
+    decided = auth.use(holder, None if client_ip is None else str(client_ip))
+    if decided.refusal is not None:
+        answer: dict = {"active": False, "code": decided.refusal}
+        if decided.refusal == policy.RATE_LIMITED and decided.allowance is not None:
+            answer["retry_after"] = decided.allowance.reset
+        return answer
+    key = service.find_key(asker, holder.caller.identifier)
     answer = {
         "active": True,
         "scope": " ".join(to_names(key.scope_bits)),
@@ -161,4 +178,4 @@ def introspect():
     }
     if key.expires_at is not None:
         answer["exp"] = unix_seconds(key.expires_at)
-    return answer | {"kind": key.kind, "name": key.name}
+    return answer | {"kind": key.kind, "name": key.name, "metadata": key.metadata}

@@ -1,0 +1,116 @@
+"""Whether a found key may be used now (CONTRACT.md section 15): expired, disabled, address,
+its own rate limit, judged here in that order and nowhere else. Every door asks verdict():
+authentication (the REST API, /mcp, forward auth, the embedded extension) through
+app/auth.py, and introspection for the key it checks; then each door checks its scopes.
+
+A key without policy costs two comparisons: its limit is counted (in the abuse limits'
+storage, every door together) only when it has one."""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from flask import Response, after_this_request
+
+from app import limits
+from app.credentials import Caller
+from app.errors import ApiError
+from app.limits import Allowance
+from app.timestamps import utcnow
+
+EXPIRED_KEY = "expired_key"
+DISABLED_KEY = "disabled_key"
+IP_NOT_ALLOWED = "ip_not_allowed"
+RATE_LIMITED = "rate_limited"
+# The holder already has the key, so saying why it is refused leaks nothing.
+REFUSALS = {
+    EXPIRED_KEY: (401, "This API key has expired: it authenticates nothing any more."),
+    DISABLED_KEY: (401, "This API key is disabled: it authenticates nothing until enabled."),
+    IP_NOT_ALLOWED: (403, "This API key may not be used from this address."),
+    RATE_LIMITED: (429, "This API key has used its own rate limit; retry later."),
+}
+# The name of a key's own limit in the RateLimit headers.
+POLICY_NAME = '"key"'
+
+
+class Verdict(NamedTuple):
+    """The code of the refusal (None: the key may be used now), and the state of the key's
+    own limit when it has one."""
+
+    refusal: str | None
+    allowance: Allowance | None = None
+    requests: int = 0
+    seconds: int = 0
+
+    def ratelimit_headers(self) -> list[tuple[str, str]]:
+        """The IETF httpapi draft's RateLimit-Policy and RateLimit fields; none without a limit."""
+        if self.allowance is None:
+            return []
+        return [
+            ("RateLimit-Policy", f"{POLICY_NAME};q={self.requests};w={self.seconds}"),
+            ("RateLimit", f"{POLICY_NAME};r={self.allowance.remaining};t={self.allowance.reset}"),
+        ]
+
+
+USABLE = Verdict(None)
+
+
+def verdict(key: Caller, address: str | None) -> Verdict:
+    """Whether `key` may be used now from `address` (None: unknown, which no allow list
+    takes); a use under its own limit is spent here."""
+    if key.expires_at is not None and key.expires_at <= utcnow():
+        return Verdict(EXPIRED_KEY)
+    if not key.enabled:
+        return Verdict(DISABLED_KEY)
+    if key.allowed_ips and not allowed_address(address, tuple(key.allowed_ips)):
+        return Verdict(IP_NOT_ALLOWED)
+    requests, seconds = key.rate_limit_requests, key.rate_limit_seconds
+    if requests is None or seconds is None:
+        return USABLE
+    allowance = limits.spend_own(key.identifier, requests, seconds)
+    return Verdict(None if allowance.allowed else RATE_LIMITED, allowance, requests, seconds)
+
+
+def allowed_address(address: str | None, networks: Sequence[str]) -> bool:
+    """Whether `address` lies in one of `networks` (an IPv4 address seen as IPv6, as a
+    dual-stack socket gives it, counts as the IPv4 address)."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in _networks(tuple(networks)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _networks(
+    entries: tuple[str, ...],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(entry) for entry in entries)
+
+
+def refusal(decided: Verdict, challenge: tuple[str, str]) -> ApiError:
+    """The error a door answers for a refused verdict: 401 with `challenge`, 403, or 429
+    with Retry-After."""
+    code = decided.refusal or RATE_LIMITED  # only a refused verdict is answered so
+    status, detail = REFUSALS[code]
+    headers = [challenge] if status == 401 else []
+    if decided.allowance is not None and code == RATE_LIMITED:
+        headers.append(("Retry-After", str(decided.allowance.reset)))
+    return ApiError(status, code, detail, headers=headers)
+
+
+def answer_with_headers(decided: Verdict) -> None:
+    """The current request's answer (a refusal included) carries the key's RateLimit
+    headers, when it has a limit of its own, so that a gateway passes them on."""
+    headers = decided.ratelimit_headers()
+    if headers:
+
+        @after_this_request
+        def add(response: Response) -> Response:
+            response.headers.extend(headers)
+            return response
