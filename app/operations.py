@@ -37,18 +37,22 @@ ERROR_MEANINGS = {
     400: "The request is not HTTP the server can read, or its body is not a JSON object "
     "with unique member names.",
     401: "No key, a malformed Authorization header, or an unknown or deleted key "
-    "(`unauthorized`); an expired key (`expired_key`).",
+    "(`unauthorized`); an expired key (`expired_key`); a disabled key (`disabled_key`).",
     403: "A telemetry key (`forbidden`), a key that lacks scopes of the key it would alter "
     "or revoke (`forbidden`), or scopes beyond the calling key's own "
-    "(`scope_exceeds_caller`); on /mcp, any key but an sdk_integration key (`forbidden`).",
+    "(`scope_exceeds_caller`), or a place or time beyond it (`exceeds_caller`); on /mcp, any "
+    "key but an sdk_integration key (`forbidden`); a key used from outside its "
+    "`allowed_ips` (`ip_not_allowed`).",
     404: "No key of the caller's organization has this reference.",
-    409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`).",
+    409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`); "
+    "a rotated key cannot be rotated again nor its end postponed (`already_rotated`).",
     413: "The request body is larger than 64 KiB.",
     414: "The request line is longer than the server accepts.",
     415: "The request body is not sent as application/json.",
     417: "The request's Expect header cannot be met.",
     422: "A field or query parameter is refused; `errors` names each with its messages.",
-    429: "An abuse limit refused the request; retry after `Retry-After` seconds.",
+    429: "An abuse limit, or the key's own `rate_limit`, refused the request; retry after "
+    "`Retry-After` seconds.",
     431: "Too many request headers, or one too large.",
     500: "The server could not complete the request.",
     501: "The request's transfer coding is not supported.",
@@ -56,14 +60,30 @@ ERROR_MEANINGS = {
 }
 # The problem codes of the statuses that carry more than errors.CODES's default.
 PROBLEM_CODES = {
-    401: ("unauthorized", "expired_key"),
-    403: ("forbidden", "scope_exceeds_caller"),
-    409: ("immutable_key",),
+    401: ("unauthorized", "expired_key", "disabled_key"),
+    403: ("forbidden", "scope_exceeds_caller", "exceeds_caller", "ip_not_allowed"),
+    409: ("immutable_key", "already_rotated"),
+    429: ("rate_limited",),
 }
 RETRY_AFTER = {
     "description": "Whole seconds to wait before retrying.",
     "required": True,
     "schema": {"type": "integer", "minimum": 1},
+}
+# A key with a rate_limit of its own: its policy and state, as the IETF httpapi draft's
+# structured fields (app/policy.py), on every REST and forward auth answer.
+RATELIMIT_HEADERS = {
+    "RateLimit-Policy": {
+        "description": 'The key\'s own limit, when it has one: `"key";q=<requests>;w=<seconds>`.',
+        "required": False,
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": 'What is left of it: `"key";r=<remaining>;t=<seconds until the window '
+        "ends>`.",
+        "required": False,
+        "schema": {"type": "string"},
+    },
 }
 ERROR_HEADERS = {
     401: {
@@ -73,7 +93,7 @@ ERROR_HEADERS = {
             "schema": {"type": "string"},
         }
     },
-    429: {"Retry-After": RETRY_AFTER},
+    429: {"Retry-After": RETRY_AFTER, **RATELIMIT_HEADERS},
     503: {"Retry-After": RETRY_AFTER},
 }
 PROBLEM = {"$ref": "#/components/schemas/Problem"}

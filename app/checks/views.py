@@ -13,7 +13,14 @@ from flask import Blueprint, request
 from app import auth, keyformat, limits, policy, queries
 from app.checks import schemas
 from app.keys import service
-from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
+from app.operations import (
+    KEYS_REQUEST,
+    MANAGING,
+    RATELIMIT_HEADERS,
+    WITH_BODY,
+    Operation,
+    documented,
+)
 from app.request_body import form_or_json_object
 from app.scopes import KINDS, to_bits, to_names
 from app.timestamps import unix_seconds
@@ -58,10 +65,17 @@ FORWARDED_HEADERS = {
         "required": True,
         "schema": {"type": "string"},
     },
+    "X-Api-Key-Metadata": {
+        "description": "The key's metadata as compact ASCII JSON (`{}` when it has none).",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    **RATELIMIT_HEADERS,
 }
 INTROSPECTION = {
     "type": "object",
-    "description": "RFC 7662's answer: only `active` when it is false.",
+    "description": "RFC 7662's answer: when `active` is false, only `active`, and `code` "
+    "(`retry_after`) for a key of the caller's organization its policy refuses now.",
     "properties": {
         "active": {"type": "boolean"},
         "scope": {
@@ -77,6 +91,23 @@ INTROSPECTION = {
         },
         "kind": {"type": "string", "enum": list(KINDS)},
         "name": {"type": "string"},
+        "metadata": {
+            "type": "object",
+            "description": "The key's metadata (active answers only).",
+            "additionalProperties": {"type": "string"},
+        },
+        "code": {
+            "type": "string",
+            "enum": list(policy.REFUSALS),
+            "description": "Why a key of the caller's organization is not active now; "
+            "absent for unknown, malformed, deleted or other organizations' keys.",
+        },
+        "retry_after": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "With `rate_limited`: whole seconds until the key's own limit "
+            "lets it through again.",
+        },
     },
     "required": ["active"],
     "additionalProperties": False,
@@ -91,10 +122,12 @@ INTROSPECTION = {
         "`forward_auth`): any method, body ignored. Checks the request's own key (any "
         "kind, telemetry included) against every scope named in the query "
         "(`?scope=monitor:read&scope=site:read`; none: any valid key passes). 204 with "
-        "the key's facts in headers for the gateway to pass upstream; 401 for no, bad, "
-        "deleted or expired keys; 403 `forbidden` naming the missing scopes; 422 for a "
-        "scope no key can hold. Checking is a use of the key. Counted per checked key "
-        "under `RATELIMIT_INTROSPECT`.",
+        "the key's facts in headers for the gateway to pass upstream; the key's policy "
+        "first (401 `expired_key` or `disabled_key`, 403 `ip_not_allowed` for the "
+        "client's address, 429 `rate_limited` past its own `rate_limit`, with the RateLimit "
+        "headers); 401 for no, bad or deleted keys; 403 `forbidden` naming the missing "
+        "scopes; 422 for a scope no key can hold. Checking is a use of the key. Counted per "
+        "checked key under `RATELIMIT_INTROSPECT`.",
         204,
         "The key holds every scope named.",
         (*KEYS_REQUEST, 422),
@@ -140,10 +173,13 @@ def metadata_header(metadata: Mapping[str, str]) -> str:
         "Introspect an API key",
         "RFC 7662 token introspection, for a service that accepts this organization's keys: "
         "the key to check as `token`, in a form (`application/x-www-form-urlencoded`, as "
-        'RFC 7662 clients send it) or a JSON object. `{"active": false}` and nothing else '
-        "for any key that does not authenticate now (unknown, malformed, deleted, expired, "
-        "of another organization); its facts for one that does. Checking is a use of the "
-        "key (`last_used`). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
+        "RFC 7662 clients send it) or a JSON object, with the address it is used from as "
+        "an optional `client_ip` (a key with `allowed_ips` is never active without one). "
+        '`{"active": false}` alone for unknown, malformed, deleted or other organizations\' '
+        'keys; `{"active": false, "code": ...}` (and `retry_after` for `rate_limited`) for '
+        "a key of the organization its policy refuses now; its facts and metadata for one "
+        "that authenticates. Checking is a use of the key (`last_used`, its own rate "
+        "limit). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
         200,
         "Whether the key authenticates now, and if it does, its facts.",
         (*KEYS_REQUEST, *WITH_BODY),
