@@ -16,6 +16,7 @@ from typing import Any
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
+from marshmallow import fields
 
 from app import errors
 from app.audit.schemas import EVENT_FIELDS
@@ -102,6 +103,11 @@ def documented_routes(app: Flask) -> set[tuple[str, str, str]]:
     }
 
 
+def _deep_object(converter: Any, field: fields.Field, **kwargs: Any) -> dict[str, Any]:
+    """A Dict in a query (`metadata[name]=value`) is OpenAPI's deepObject, exploded."""
+    return {"style": "deepObject", "explode": True} if isinstance(field, fields.Dict) else {}
+
+
 def openapi_path(rule: str) -> str:
     """`/api/keys/<reference>` as OpenAPI writes it: `/api/keys/{reference}`."""
     return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
@@ -112,10 +118,11 @@ def build(app: Flask) -> dict[str, Any]:
         title="API Keys Service",
         version=version("api-keys-service"),
         openapi_version=OPENAPI_VERSION,
-        plugins=[MarshmallowPlugin()],
+        plugins=[plugin := MarshmallowPlugin()],
         info=INFO,
         servers=SERVERS,
     )
+    plugin.converter.add_parameter_attribute_function(_deep_object)
     for name, scheme in SECURITY_SCHEMES.items():
         spec.components.security_scheme(name, scheme)
     spec.components.schema("Problem", PROBLEM_SCHEMA)

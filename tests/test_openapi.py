@@ -125,6 +125,10 @@ def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
         "enabled",
         "metadata",
     }
+    # `metadata[name]=value`: OpenAPI's deepObject, as generated clients send a dict
+    metadata = next(p for p in keys["get"]["parameters"] if p["name"] == "metadata")
+    assert (metadata["style"], metadata["explode"]) == ("deepObject", True)
+    assert metadata["schema"]["type"] == "object"
     page_size = next(p for p in keys["get"]["parameters"] if p["name"] == "page_size")
     assert page_size["schema"] == {"type": "integer", "default": 50, "minimum": 1, "maximum": 200}
     page = next(p for p in keys["get"]["parameters"] if p["name"] == "page")
