@@ -67,9 +67,9 @@ def make(server: Server, caller: str, name: str, scopes: list[str]) -> str:
     return made.json()["key"]
 
 
-def targets(server: Server, caller: str, scopes: list[str]) -> list[str]:
+def targets(server: Server, caller: str, scopes: list[str], trials: int = TRIALS) -> list[str]:
     """A key per trial, made before the trials (so that they follow each other fast)."""
-    return [identifier_of(make(server, caller, f"target {n}", scopes)) for n in range(TRIALS)]
+    return [identifier_of(make(server, caller, f"target {n}", scopes)) for n in range(trials)]
 
 
 def events(server: Server, admin: str, target: str, action: str) -> list[dict]:
@@ -161,4 +161,32 @@ def test_two_renames_at_once_record_what_each_one_changed(server, admin):
         chained = chained and changes[0][1] == changes[1][0] and changes[1][1] == final
         if (first.status, second.status) != (200, 200) or not chained:
             unexplained.append(f"{outcomes[-1]}: changes {changes}, final name {final}")
+    settle(outcomes, unexplained)
+
+
+ROTATIONS = 8
+# Each trial sends ROTATIONS requests at once: 12 trials are 96 racing rotations, a few
+# seconds.
+ROTATION_TRIALS = 12
+
+
+def test_of_concurrent_rotations_of_one_key_exactly_one_wins(server, admin):
+    """CONTRACT.md section 15: eight rotations of one key with a grace period (the key
+    lives on an hour, so nothing but `replaced_by` stops a second rotation) give one 201
+    and seven 409 `already_rotated` naming the one successor, and the key's `replaced_by`
+    is that successor."""
+    unexplained, outcomes = [], []
+    for target in targets(server, admin, NARROW, ROTATION_TRIALS):
+        rotation = ("POST", f"/api/keys/{target}/rotate", admin, {"grace_seconds": 3600})
+        answers = at_once(server, *[rotation] * ROTATIONS)
+        statuses = sorted(answer.status for answer in answers)
+        outcomes.append(str(statuses))
+        won = [answer.json()["key"] for answer in answers if answer.status == 201]
+        codes = {answer.json()["code"] for answer in answers if answer.status != 201}
+        left = server.request("GET", f"/api/keys/{target}", admin).json()
+        successor = identifier_of(won[0]) + "..." if won else None
+        if statuses != [201] + [409] * (ROTATIONS - 1) or codes != {"already_rotated"}:
+            unexplained.append(outcomes[-1])
+        elif left["replaced_by"] != successor:
+            unexplained.append(f"{outcomes[-1]}: replaced_by {left['replaced_by']}")
     settle(outcomes, unexplained)
