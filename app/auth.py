@@ -5,6 +5,7 @@ managing-kind rule."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from flask import Response, current_app, g, request
@@ -67,9 +68,9 @@ def found(key: str, organization_id: int | None = ANY_ORGANIZATION) -> Holder | 
     return holder
 
 
-def use(holder: Holder, address: str | None) -> policy.Verdict:
-    """The policy's verdict on a found key used from `address`; a key it lets through has
-    its use recorded."""
+def use(holder: Holder, address: Callable[[], str | None]) -> policy.Verdict:
+    """The policy's verdict on a found key used from the client `address()` gives; a key
+    it lets through has its use recorded."""
     decided = policy.verdict(holder.caller, address)
     if decided.refusal is None:
         record_use(holder.caller.identifier, holder.last_used)
@@ -93,12 +94,13 @@ def authenticate(
     if holder is None:
         limits.count_failure()
         raise unauthorized(challenge, schemes)
-    decided = use(holder, limits.client_address())
-    policy.answer_with_headers(decided)
-    if decided.refusal is not None:
-        if decided.refusal != policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
-            limits.count_failure()
-        raise policy.refusal(decided, challenge)
+    decided = use(holder, limits.client_address)
+    if decided is not policy.USABLE:  # refused, or with a limit of its own
+        policy.answer_with_headers(decided)
+        if decided.refusal is not None:
+            if decided.refusal != policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
+                limits.count_failure()
+            raise policy.refusal(decided, challenge)
     limits.count_use(holder.caller.identifier, rate)
     return holder.caller
 

@@ -18,8 +18,7 @@ import ipaddress
 import math
 import threading
 import time
-from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from flask import Flask, current_app, request
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
@@ -35,7 +34,6 @@ INTROSPECT = "RATELIMIT_INTROSPECT"
 RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
 # Where a key's own limit (CONTRACT.md section 15) is counted, beside the rates.
 OWN = "key"
-T = TypeVar("T")
 RETRY_SECONDS = 10.0
 # How often a worker's memory drops the counters whose period has ended.
 SWEEP_SECONDS = 10.0
@@ -114,7 +112,12 @@ class Limits:
         """Whether `identifier` has some of `rate` left; `count` spends one."""
         item = self.rates[rate]
         keys = (self.prefix, rate, identifier)
-        return self._ask(lambda limiter: (limiter.hit if count else limiter.test)(item, *keys))
+        try:
+            limiter = self._limiter()
+            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+        except self.storage.base_exceptions:
+            limiter = self._fall_back()
+            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
 
     def spend(self, item: RateLimitItem, identifier: str) -> Allowance:
         """One use of the key `identifier` under its own limit `item` (app/policy.py):
@@ -128,14 +131,10 @@ class Limits:
                 allowed, stats.remaining, max(1, math.ceil(stats.reset_time - time.time()))
             )
 
-        return self._ask(hit)
-
-    def _ask(self, ask: Callable[[FixedWindowRateLimiter], T]) -> T:
-        """`ask` of the storage's limiter, or of the memory's while the storage is silent."""
         try:
-            return ask(self._limiter())
+            return hit(self._limiter())
         except self.storage.base_exceptions:
-            return ask(self._fall_back())
+            return hit(self._fall_back())
 
     def refusal(self, rate: str, identifier: str) -> ApiError:
         """429 with the whole seconds until `identifier`'s `rate` lets it through again."""

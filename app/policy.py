@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from flask import Response, after_this_request
@@ -58,14 +58,15 @@ class Verdict(NamedTuple):
 USABLE = Verdict(None)
 
 
-def verdict(key: Caller, address: str | None) -> Verdict:
-    """Whether `key` may be used now from `address` (None: unknown, which no allow list
-    takes); a use under its own limit is spent here."""
+def verdict(key: Caller, address: Callable[[], str | None]) -> Verdict:
+    """Whether `key` may be used now from the client `address()` gives (asked only of a
+    key with allowed_ips; None: unknown, which no allow list takes); a use under its own
+    limit is spent here. USABLE itself for a key that may and has no limit of its own."""
     if key.expires_at is not None and key.expires_at <= utcnow():
         return Verdict(EXPIRED_KEY)
     if not key.enabled:
         return Verdict(DISABLED_KEY)
-    if key.allowed_ips and not allowed_address(address, tuple(key.allowed_ips)):
+    if key.allowed_ips and not allowed_address(address(), tuple(key.allowed_ips)):
         return Verdict(IP_NOT_ALLOWED)
     requests, seconds = key.rate_limit_requests, key.rate_limit_seconds
     if requests is None or seconds is None:

@@ -198,7 +198,7 @@ def introspect():
     if holder is None:
         return INACTIVE
     client_ip = body.get("client_ip")
-    decided = auth.use(holder, None if client_ip is None else str(client_ip))
+    decided = auth.use(holder, lambda: None if client_ip is None else str(client_ip))
     if decided.refusal is not None:
         answer: dict = {"active": False, "code": decided.refusal}
         if decided.refusal == policy.RATE_LIMITED and decided.allowance is not None:
