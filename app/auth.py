@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, policy, queries
+from app import credentials, keyformat, limits, metrics, policy, queries
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -21,6 +21,14 @@ from app.scopes import MANAGING_KINDS, exceeding, to_names
 from app.timestamps import seconds_since, utcnow
 
 CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
+UNAUTHORIZED = "unauthorized"
+
+# The doors a key is checked at, as app/metrics.py counts their verdicts.
+REST = "rest"
+MCP = "mcp"
+FORWARD_AUTH = "forward_auth"
+INTROSPECTION = "introspection"
+EXTENSION = "extension"
 
 # How a key may be presented, as a 401 says it.
 WAYS = {
@@ -34,9 +42,13 @@ def unauthorized(
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
 ) -> ApiError:
     ways = " or ".join(WAYS[scheme] for scheme in schemes)
-    return ApiError(
-        401, "unauthorized", f"A valid API key is required, {ways}.", headers=[challenge]
-    )
+    return ApiError(401, UNAUTHORIZED, f"A valid API key is required, {ways}.", headers=[challenge])
+
+
+def refused(door: str, refusal: ApiError) -> ApiError:
+    """`refusal` of the request's key at `door`, counted as the door's verdict (its code)."""
+    metrics.key_checked(door, refusal.problem_code)
+    return refusal
 
 
 # Named by identifier, as every write of a key is (app/keys/service.py says why).
@@ -68,10 +80,11 @@ def found(key: str, organization_id: int | None = ANY_ORGANIZATION) -> Holder | 
     return holder
 
 
-def use(holder: Holder, address: Callable[[], str | None]) -> policy.Verdict:
-    """The policy's verdict on a found key used from the client `address()` gives; a key
-    it lets through has its use recorded."""
+def use(holder: Holder, address: Callable[[], str | None], door: str) -> policy.Verdict:
+    """The policy's verdict on a found key used at `door` (counted) from the client
+    `address()` gives; a key it lets through has its use recorded."""
     decided = policy.verdict(holder.caller, address)
+    metrics.key_checked(door, decided.refusal or metrics.ALLOWED)
     if decided.refusal is None:
         record_use(holder.caller.identifier, holder.last_used)
     return decided
@@ -82,10 +95,11 @@ def authenticate(
     challenge: tuple[str, str] = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
     organization_id: int | None = ANY_ORGANIZATION,
+    door: str = REST,
 ) -> Caller:
     """The key this request's Authorization presents in one of `schemes` (of the
-    organization `organization_id`, when one is named), which its policy lets through from
-    the client's address: 429 past the abuse limits (`rate` per key), 401 (with
+    organization `organization_id`, when one is named) at `door`, which its policy lets
+    through from the client's address: 429 past the abuse limits (`rate` per key), 401 (with
     `challenge`) when there is no valid key, the policy's refusal otherwise."""
     limits.check_address()
     presented = credentials.presented(request.headers.get("Authorization"))
@@ -93,8 +107,8 @@ def authenticate(
     holder = found(presented.key, organization_id) if valid else None
     if holder is None:
         limits.count_failure()
-        raise unauthorized(challenge, schemes)
-    decided = use(holder, limits.client_address)
+        raise refused(door, unauthorized(challenge, schemes))
+    decided = use(holder, limits.client_address, door)
     if decided is not policy.USABLE:  # refused, or with a limit of its own
         policy.answer_with_headers(decided)
         if decided.refusal is not None:
@@ -105,13 +119,13 @@ def authenticate(
     return holder.caller
 
 
-def require_held(required: int, held: int) -> None:
+def require_held(required: int, held: int, door: str) -> None:
     """403 naming the scopes of `required` that `held` lacks (bits), for a check of a key
-    against the scopes a service requires: forward auth and the Flask extension."""
+    against the scopes a service requires at `door`: forward auth and the Flask extension."""
     missing = exceeding(required, held)
     if missing:
         names = ", ".join(to_names(missing))
-        raise ApiError(403, "forbidden", f"This key lacks the scopes: {names}.")
+        raise refused(door, ApiError(403, "forbidden", f"This key lacks the scopes: {names}."))
 
 
 def caller() -> Caller:
@@ -123,7 +137,7 @@ def managing_caller(rate: str = limits.PER_KEY) -> Caller:
     """The request's key, which must be of a managing kind: 403 for telemetry."""
     caller = authenticate(rate)
     if caller.kind not in MANAGING_KINDS:
-        raise ApiError(403, "forbidden", "Telemetry keys cannot manage API keys.")
+        raise refused(REST, ApiError(403, "forbidden", "Telemetry keys cannot manage API keys."))
     return caller
 
 

@@ -123,7 +123,7 @@ def require_scopes(*scopes: str) -> Callable:
         @functools.wraps(view)
         def checked(*args: Any, **kwargs: Any) -> Any:
             key = current_app.extensions[EXTENSION].check()
-            auth.require_held(required, to_bits(key.scopes))
+            auth.require_held(required, to_bits(key.scopes), auth.EXTENSION)
             g.api_key = key
             return view(*args, **kwargs)
 
@@ -150,7 +150,7 @@ class _Embedded:
         self.warned = False
 
     def check(self) -> CheckedKey:
-        caller = auth.authenticate(organization_id=self._organization_id())
+        caller = auth.authenticate(organization_id=self._organization_id(), door=auth.EXTENSION)
         return CheckedKey(
             caller.identifier, caller.kind, to_names(caller.scope_bits), self.organization
         )

@@ -25,6 +25,7 @@ from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import MemoryStorage, Storage, storage_from_string
 from limits.strategies import FixedWindowRateLimiter
 
+from app import metrics
 from app.errors import RETRY_SHORTLY, ApiError
 
 AUTH_FAILURES = "RATELIMIT_AUTH_FAILURES"
@@ -140,6 +141,7 @@ class Limits:
         """429 with the whole seconds until `identifier`'s `rate` lets it through again."""
         stats = self._limiter().get_window_stats(self.rates[rate], self.prefix, rate, identifier)
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))
+        metrics.limit_refused(rate)
         return ApiError(
             429, "rate_limited", MESSAGES[rate], headers=[("Retry-After", str(retry_after))]
         )

@@ -30,6 +30,7 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -179,10 +180,17 @@ def init_app(app: Flask) -> None:
     PROMETHEUS_MULTIPROC_DIR when it is set, else in the application's memory."""
     if not app.config["METRICS_ENABLED"]:
         return
+    multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    if multiprocess and values.ValueClass is values.MutexValue:
+        # Each worker would count in its own memory, and a scrape show one worker's share.
+        raise RuntimeError(
+            "PROMETHEUS_MULTIPROC_DIR was set after prometheus_client was imported: set it"
+            " before the server imports the application (gunicorn.conf.py does)"
+        )
     # The _created series: the start of each worker's counts, which differ between the
     # two modes (the files have none) and tell Prometheus nothing it needs.
     disable_created_metrics()
-    metrics = app.extensions[EXTENSION] = Metrics(bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
+    metrics = app.extensions[EXTENSION] = Metrics(multiprocess)
     app.before_request(metrics.start)
     app.after_request(metrics.finish)
 

@@ -132,6 +132,11 @@ BAD_VALUES = [
     ("RATELIMIT_ENABLED", "maybe"),
     ("RATELIMIT_AUTH_FAILURES", "lots"),
     ("RATELIMIT_PER_KEY", "6000 a minute"),
+    ("METRICS_ENABLED", "maybe"),
+    ("METRICS_TOKEN", ""),
+    ("METRICS_TOKEN", "two words"),
+    ("METRICS_TOKEN", "=leading"),
+    ("METRICS_TOKEN", "t\u00f6ken"),
 ]
 
 

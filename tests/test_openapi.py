@@ -18,8 +18,8 @@ from app.operations import ANY_REQUEST, ERROR_MEANINGS, PROBLEM_CODES, Operation
 from app.scopes import KINDS
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
-# The endpoints that serve the document and its viewer, and the page for people (a client
-# of the API), are not part of the API.
+# The endpoints that serve the document and its viewer, the page for people (a client
+# of the API) and Prometheus's text at /metrics (docs/metrics.md) are not part of the API.
 NOT_THE_API = {
     "static",
     "docs.document",
@@ -28,6 +28,7 @@ NOT_THE_API = {
     "docs.asset",
     "page.page",
     "page.static",
+    "metrics.metrics",
 }
 METHODS = {"get", "put", "post", "delete", "patch"}
 

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from app import auth, keyformat, limits, policy, queries
+from app import auth, keyformat, limits, metrics, policy, queries
 from app.checks import schemas
 from app.keys import service
 from app.operations import (
@@ -141,10 +141,10 @@ INTROSPECTION = {
 def forward_auth():
     """204 when the request's own key holds every scope the query names, with what the
     gateway passes upstream; 401, 403 naming the missing scopes, 422 for an unknown one."""
-    caller = auth.authenticate(rate=limits.INTROSPECT)
+    caller = auth.authenticate(rate=limits.INTROSPECT, door=auth.FORWARD_AUTH)
     arguments = {name: request.args.getlist(name) for name in request.args}
     required = to_bits(schemas.forward_auth_arguments.load(arguments)["scope"])
-    auth.require_held(required, caller.scope_bits)
+    auth.require_held(required, caller.scope_bits, auth.FORWARD_AUTH)
     return (
         "",
         204,
@@ -196,9 +196,11 @@ def introspect():
     token = body["token"]
     holder = auth.found(token, asker.organization_id) if keyformat.is_full_key(token) else None
     if holder is None:
+        metrics.key_checked(auth.INTROSPECTION, auth.UNAUTHORIZED)
         return INACTIVE
     client_ip = body.get("client_ip")
-    decided = auth.use(holder, lambda: None if client_ip is None else str(client_ip))
+    address = None if client_ip is None else str(client_ip)
+    decided = auth.use(holder, lambda: address, auth.INTROSPECTION)
     if decided.refusal is not None:
         answer: dict = {"active": False, "code": decided.refusal}
         if decided.refusal == policy.RATE_LIMITED and decided.allowance is not None:

@@ -62,9 +62,10 @@ def authenticate() -> None:
     """An sdk_integration key as a Bearer token, behind the abuse limits: 401 with a Bearer
     challenge for none, another scheme, or a bad or deleted key; 403 for a key of
     another kind."""
-    g.caller = auth.authenticate(challenge=CHALLENGE, schemes=(credentials.BEARER,))
+    g.caller = auth.authenticate(challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP)
     if g.caller.kind != SDK_INTEGRATION:
-        raise ApiError(403, "forbidden", "Only an sdk_integration key may use the MCP server.")
+        only = "Only an sdk_integration key may use the MCP server."
+        raise auth.refused(auth.MCP, ApiError(403, "forbidden", only))
 
 
 def _runtime(app: Flask) -> Runtime:
