@@ -5,8 +5,10 @@ tune it without editing."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent
@@ -48,6 +50,16 @@ def on_starting(server) -> None:
     then the first start, as the command `flask --app app first-start` (app/bootstrap.py),
     so that what it loads (alembic, the whole application) stays out of this process and
     of every worker forked from it. Its failure stops gunicorn before any worker starts."""
+    # GET /metrics adds up every worker's counts (app/metrics.py): prometheus_client's
+    # multiprocess mode, in which each process writes its own files in this directory, a new
+    # one for every start (under TMPDIR), removed on exit. prometheus_client reads it when
+    # first imported, which loading logger_class (the `app` package) has done already: it
+    # is told again, before any worker forks.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="api-keys-metrics-")
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()
+
     from app import gunicorn_errors
 
     gunicorn_errors.install()
@@ -59,3 +71,18 @@ def on_starting(server) -> None:
 def post_worker_init(worker) -> None:
     """One line once a worker can answer: after the first-start work, before any request."""
     worker.log.info("Worker ready (pid: %s)", worker.pid)
+
+
+def child_exit(server, worker) -> None:
+    """A worker has ended, or was killed: its counts stay in its files and still add up;
+    prometheus_client drops what it kept only while the worker lived (live gauges)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server) -> None:
+    """The workers' metrics files go with the server."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -43,6 +43,7 @@ PAGES = (
     "docs/security.md",
     "docs/contributing.md",
     "docs/page.md",
+    "docs/metrics.md",
 )
 # The pages whose blocks the tests of what they show read instead, each in that test module.
 ELSEWHERE = {
@@ -80,7 +81,9 @@ EXEMPT = {
     ),
 }
 # page -> the files its configuration blocks are, byte for byte.
-CONFIGURATION: dict[str, tuple[str, ...]] = {}
+CONFIGURATION: dict[str, tuple[str, ...]] = {
+    "docs/metrics.md": ("examples/prometheus.yml", "examples/prometheus-token.yml"),
+}
 
 
 @dataclass(frozen=True)

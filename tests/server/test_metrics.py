@@ -1,0 +1,247 @@
+"""GET /metrics under a real gunicorn (CONTRACT.md section 17): whichever worker answers a
+scrape, it holds every worker's counts, a worker killed with SIGKILL included; promtool
+finds nothing to say of a real scrape; a real Prometheus, run with the scrape
+configurations docs/metrics.md shows (examples/prometheus*.yml), scrapes the service and
+answers a query of its request counter.
+
+Needs Debian's `prometheus` package (/usr/bin/promtool and /usr/bin/prometheus, or
+$PROMTOOL and $PROMETHEUS): apt-get install -y prometheus. The tests that need one are
+skipped, saying so, without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.processes import PROJECT
+from tests.server.conftest import Server, free_port
+from tests.server.test_docs import blocks
+from tests.server.test_gunicorn import sdk_key
+
+PROMTOOL = Path(os.environ.get("PROMTOOL", "/usr/bin/promtool"))
+PROMETHEUS = Path(os.environ.get("PROMETHEUS", "/usr/bin/prometheus"))
+needs_promtool = pytest.mark.skipif(
+    not os.access(PROMTOOL, os.X_OK),
+    reason=f"{PROMTOOL} is missing: apt-get install -y prometheus",
+)
+needs_prometheus = pytest.mark.skipif(
+    not os.access(PROMETHEUS, os.X_OK),
+    reason=f"{PROMETHEUS} is missing: apt-get install -y prometheus",
+)
+WORKERS = 3
+DOC = "docs/metrics.md"
+# The scrape configurations docs/metrics.md shows, and the one address each names: the
+# suite puts the test server's in its place, and changes nothing else.
+CONFIGURATIONS = {
+    "examples/prometheus.yml": "127.0.0.1:5000",
+    "examples/prometheus-token.yml": "api-keys.internal:5000",
+}
+TOKEN = "b3J5-metrics.token_for~the+suite/=="
+# The file beside the configuration that holds the token, as the token's configuration names it.
+TOKEN_FILE = "api-keys-metrics-token"
+# A row of the page's table of queries: | question | `query` |
+QUERY = re.compile(r"^\| [^|`]+ \| `([^`]+)` \|$", re.MULTILINE)
+
+
+def counts(server: Server, name: str, **labels: str) -> float:
+    """One sample of a scrape of `server` (0 when the scrape has none)."""
+    answer = server.request("GET", "/metrics")
+    assert answer.status == 200, answer.body
+    for family in text_string_to_metric_families(answer.body.decode()):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+def gets(server: Server, **labels: str) -> float:
+    labels = {"endpoint": "keys.get_key", "method": "GET", "status": "200"} | labels
+    return counts(server, "api_keys_requests_total", **labels)
+
+
+@contextmanager
+def only(server: Server, worker: int) -> Iterator[None]:
+    """Every other worker stopped (SIGSTOP) meanwhile: `worker` alone accepts connections."""
+    others = server.worker_pids() - {worker}
+    for pid in others:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in others:
+            os.kill(pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def metrics_folder(tmp_path) -> dict[str, str]:
+    """gunicorn's TMPDIR, where gunicorn.conf.py makes the workers' metrics directory."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    return {"TMPDIR": str(folder)}
+
+
+def test_every_worker_answers_with_the_counts_of_all_and_a_killed_ones_stay(
+    start_server, metrics_folder
+):
+    server = start_server(workers=WORKERS, env=metrics_folder)
+    sdk = sdk_key(server)
+    workers = sorted(server.worker_pids())
+    assert len(workers) == WORKERS
+    for served, worker in enumerate(workers, 1):  # 1 request by the first, 2, then 3
+        with only(server, worker):
+            for _ in range(served):
+                assert server.request("GET", f"/api/keys/{sdk}", sdk).status == 200
+    total = WORKERS * (WORKERS + 1) // 2
+    for worker in workers:
+        with only(server, worker):
+            assert gets(server) == total
+    [directory] = Path(metrics_folder["TMPDIR"]).glob("api-keys-metrics-*")
+    assert {f"counter_{worker}.db" for worker in workers} <= {f.name for f in directory.iterdir()}
+
+    victim = workers[-1]  # the one that answered 3 of the requests
+    os.kill(victim, signal.SIGKILL)
+    server.wait_until_ready(WORKERS + 1)  # its replacement has loaded the app
+    deadline = time.monotonic() + 10
+    while victim in server.worker_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    living = sorted(server.worker_pids())
+    assert victim not in living and len(living) == WORKERS
+    for worker in living:
+        with only(server, worker):
+            assert gets(server) == total
+    for _ in range(WORKERS):
+        assert server.request("GET", f"/api/keys/{sdk}", sdk).status == 200
+    assert gets(server) == total + WORKERS
+    server.stop()
+    assert not directory.exists()  # each start begins from nothing
+
+
+@needs_promtool
+def test_promtool_finds_nothing_to_say_of_a_real_scrape(start_server):
+    server = start_server(workers=2)
+    sdk = sdk_key(server)
+    made = server.request("POST", "/api/keys", sdk, {"name": "m", "kind": "telemetry"})
+    key = made.json()["key"]
+    server.request("PUT", f"/api/keys/{key}", sdk, {"name": "n"})
+    server.request("GET", "/api/forward-auth?scope=site:read", key)
+    server.request("GET", "/api/keys", key)
+    server.request("GET", "/no/such/path")
+    server.request("DELETE", f"/api/keys/{key}", sdk)
+    scraped = server.request("GET", "/metrics")
+    assert scraped.status == 200
+    for family in ("requests_total", "request_duration_seconds", "key_checks_total"):
+        assert f"# TYPE api_keys_{family} " in scraped.body.decode()
+    checked = subprocess.run(
+        [str(PROMTOOL), "check", "metrics"],
+        input=scraped.body,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, b"", b"")
+
+
+def test_the_docs_show_each_scrape_configuration_byte_for_byte():
+    shown = [block.text + "\n" for block in blocks(DOC) if block.language == "yaml"]
+    files = [(PROJECT / path).read_text() for path in CONFIGURATIONS]
+    assert shown == files
+    for path, address in CONFIGURATIONS.items():
+        assert (PROJECT / path).read_text().count(address) == 1, path
+
+
+def prometheus_query(port: int, query: str) -> list[dict]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        body = json.load(answer)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+@needs_prometheus
+@pytest.mark.parametrize("path", list(CONFIGURATIONS))
+def test_a_real_prometheus_scrapes_the_service_with_the_configuration_shown(
+    start_server, tmp_path, path
+):
+    token = path.endswith("-token.yml")
+    server = start_server(workers=2, env={"METRICS_TOKEN": TOKEN} if token else None)
+    if token:
+        assert server.request("GET", "/metrics").status == 404  # loopback, but no token
+    sdk = sdk_key(server)
+    for _ in range(3):
+        assert server.request("GET", f"/api/keys/{sdk}", sdk).status == 200
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    configuration = (PROJECT / path).read_text()
+    address = CONFIGURATIONS[path]
+    (folder / "prometheus.yml").write_text(
+        configuration.replace(address, f"127.0.0.1:{server.port}")
+    )
+    (folder / TOKEN_FILE).write_text(TOKEN + "\n")
+    port = free_port()
+    log = (tmp_path / "prometheus.log").open("wb")
+    prometheus = subprocess.Popen(
+        [
+            str(PROMETHEUS),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        found: list[dict] = []
+        # The first scrape comes within one scrape_interval (15 s) of the start.
+        deadline = time.monotonic() + 40
+        while not found and time.monotonic() < deadline:
+            assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()
+            time.sleep(0.5)
+            try:
+                found = prometheus_query(port, "api_keys_requests_total")
+            except OSError:
+                continue  # not listening yet
+        assert found, (tmp_path / "prometheus.log").read_text()
+        series = {
+            (s["metric"]["endpoint"], s["metric"]["method"], s["metric"]["status"]): s["value"][1]
+            for s in found
+        }
+        assert series[("keys.get_key", "GET", "200")] == "3"
+        [up] = prometheus_query(port, 'up{job="api-keys"}')
+        assert up["value"][1] == "1"
+        queries = QUERY.findall((PROJECT / DOC).read_text())
+        assert len(queries) >= 5, queries
+        for query in queries:
+            prometheus_query(port, query)  # each query the page suggests is one Prometheus takes
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=10)
+        log.close()
+
+
+@needs_promtool
+@pytest.mark.parametrize("path", list(CONFIGURATIONS))
+def test_promtool_accepts_the_configurations_shown(tmp_path, path):
+    shutil.copy(PROJECT / path, tmp_path / "prometheus.yml")
+    (tmp_path / TOKEN_FILE).write_text(TOKEN + "\n")
+    checked = subprocess.run(
+        [str(PROMTOOL), "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
