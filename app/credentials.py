@@ -14,7 +14,7 @@ from app import keyformat
 
 BASIC = "basic"
 BEARER = "bearer"
-_NO_METADATA: Mapping[str, str] = MappingProxyType({})
+NO_METADATA: Mapping[str, str] = MappingProxyType({})
 
 
 class Presented(NamedTuple):
@@ -39,7 +39,7 @@ class Caller(NamedTuple):
     enabled: bool = True
     rate_limit_requests: int | None = None
     rate_limit_seconds: int | None = None
-    metadata: Mapping[str, str] = _NO_METADATA
+    metadata: Mapping[str, str] = NO_METADATA
 
 
 def presented(header: str | None) -> Presented | None:

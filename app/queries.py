@@ -12,13 +12,14 @@ lookups, the audit log) go through db.session.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select
+from sqlalchemy import ColumnElement, Select, Text, and_, bindparam, cast, func, or_, select
 
-from app.credentials import Caller
+from app.credentials import NO_METADATA, Caller
 from app.extensions import db
 from app.models import ApiKey, AuditEvent, KeyCount, KeyMetadata, Organization
 from app.reads import Read
@@ -93,12 +94,20 @@ _KEY = select(
     )
 )
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
+_EMPTY = frozenset({"[]", "{}"})
 
+# A key's lists and objects, read as their text: decoded only when not empty (_document).
+_AS_TEXT = ("allowed_ips", "metadata")
 _HOLDER = Read(
-    select(*(_KEYS.c[name] for name in Caller._fields), _KEYS.c.last_used).where(
-        _KEYS.c.digest == bindparam("digest")
-    )
+    select(
+        *(
+            cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name]
+            for name in Caller._fields
+        ),
+        _KEYS.c.last_used,
+    ).where(_KEYS.c.digest == bindparam("digest"))
 )
+_IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT)
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
 _OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
 _BY_IDENTIFIER = Read(_OF_IDENTIFIER)
@@ -141,7 +150,19 @@ _PAGES = {
 def holder(digest: bytes) -> Holder | None:
     """The key with this digest, in whichever organization: what authenticates."""
     row = _HOLDER.first({"digest": digest})
-    return None if row is None else Holder(Caller(*row[:-1]), row[-1])
+    if row is None:
+        return None
+    fields = list(row[:-1])
+    fields[_IPS] = _document(fields[_IPS], ())
+    fields[_METADATA_TEXT] = _document(fields[_METADATA_TEXT], NO_METADATA)
+    return Holder(Caller(*fields), row[-1])
+
+
+def _document(text: str, empty: Any) -> Any:
+    """A JSON list or object read as text: `empty` for [] or {} (most keys, no policy),
+    decoded otherwise. Both databases give the empty ones so: SQLite the stored text,
+    PostgreSQL jsonb's text form."""
+    return empty if text in _EMPTY else json.loads(text)
 
 
 def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
