@@ -3,9 +3,10 @@
 The page is the project's own HTML, JavaScript and CSS, served from here with no build
 step and nothing from another origin. Its script calls the public REST API (/api/keys)
 with the key the person pastes, as any client does: every rule stays in the API.
-The kinds, their fixed scopes, the length of a key's secret tail and the longest grace
-period of a rotation come from app/scopes.py, app/keyformat.py and app/keys/schemas.py,
-written into the HTML when it is served.
+The kinds, their fixed scopes, a key's shape (so that the page can tell a person that what
+they pasted is not a whole key before sending it anywhere) and the longest grace period of
+a rotation come from app/scopes.py, app/keyformat.py and app/keys/schemas.py, written into
+the HTML as data attributes when it is served (the page runs no inline script).
 """
 
 from __future__ import annotations
@@ -60,7 +61,15 @@ def page() -> Response:
     body = render_template(
         "page.html",
         kinds=[(kind, to_names(FIXED[kind]) if kind in FIXED else None) for kind in KINDS],
-        tail_length=keyformat.TAIL_LENGTH,
+        key_shape={
+            "tail-length": keyformat.TAIL_LENGTH,
+            "checksum-length": keyformat.CHECKSUM_LENGTH,
+            "identifier-lengths": (
+                f"{keyformat.MIN_IDENTIFIER_LENGTH} {keyformat.MAX_IDENTIFIER_LENGTH}"
+            ),
+            "alphabet": keyformat.ALPHABET,
+            "shown-suffix": keyformat.SHOWN_SUFFIX,
+        },
         max_grace=MAX_GRACE_SECONDS,
     )
     response = current_app.response_class(body, mimetype="text/html")

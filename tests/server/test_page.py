@@ -1,6 +1,7 @@
-"""The page at / in a real Chromium, on a real gunicorn (contract section 14): a person
-manages the keys with nothing but a key, finding every control by its role and accessible
-name, with the mouse or the keyboard alone, at 400 and 1400 px wide.
+"""The page at / in a real Chromium, on a real gunicorn (contract sections 14 and 18): a
+person manages the keys with nothing but a key, finding every control by its role and
+accessible name, with the mouse or the keyboard alone, from 360 to 1400 px wide, every view
+passing axe-core's WCAG 2 A and AA rules.
 
 Every test also checks, when its tab closes, that no request left the origin, that no key
 travelled in a URL or a cookie, and that the console showed no error but the refusals
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from app.keyformat import new_key
 from tests.processes import PROJECT
 from tests.server.conftest import Server, launch, stop
 
@@ -47,7 +49,7 @@ ARGS = [
     "--disable-sync",
 ]
 WIDE = {"width": 1400, "height": 900}
-NARROW = {"width": 400, "height": 860}
+NARROW = {"width": 390, "height": 844}
 # Far from UTC, and not by whole hours: a time shown in UTC cannot pass for local.
 ZONE, OFFSET = "Asia/Kathmandu", timezone(timedelta(hours=5, minutes=45))
 XSS = "<img src=x onerror=alert(1)>"
@@ -194,6 +196,20 @@ def make_key(server: Server, key: str, name: str, scopes=("monitor:read",), kind
     return answer.json()
 
 
+def cell(page: Page, name: str, column: str):
+    """The cells of column `column` (by its header) in the rows of the key named `name`."""
+    headers = page.get_by_role("columnheader").all_text_contents()
+    return row(page, name).locator(f":scope > td:nth-child({headers.index(column) + 1})")
+
+
+def close_new_key(page: Page) -> None:
+    """Done, and yes: a new key not copied is closed only when the person says so."""
+    shown = page.get_by_role("dialog", name=re.compile(r"^Key (created|rotated)$"))
+    shown.get_by_role("button", name="Done").click()
+    shown.get_by_role("button", name="Close", exact=True).click()
+    expect(shown).to_be_hidden()
+
+
 def screenshot(page: Page, folder: Path, name: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=folder / f"{name}.png", animations="disabled")
@@ -233,20 +249,21 @@ def test_a_key_shows_its_organizations_keys_and_stays_in_this_tab_only(tab, serv
 
     table = page.get_by_role("table", name="Keys of your organization")
     headers = table.get_by_role("columnheader").all_text_contents()
-    assert headers[:5] == ["Name", "Kind", "Scopes", "Last used", "Expires"]
+    assert headers[:6] == ["Name", "Kind", "Scopes", "Created", "Last used", "Expires"]
     assert names_listed(page) == ["Telemetry", "SDK Integration"]
     sdk = row(page, "SDK Integration")
-    expect(sdk.get_by_role("cell").nth(1)).to_have_text("sdk_integration")
+    expect(cell(page, "SDK Integration", "Kind")).to_have_text("sdk_integration")
     expect(row(page, "Telemetry").get_by_role("listitem")).to_have_text(["monitor:telemetry"])
-    expect(row(page, "Telemetry").get_by_role("cell").nth(3)).to_have_text("Never")
-    expect(sdk.get_by_role("cell").nth(4)).to_have_text("Never")
+    expect(cell(page, "Telemetry", "Last used")).to_have_text("Never")
+    expect(cell(page, "SDK Integration", "Expires")).to_have_text("Never")
     # Last used, in the person's own time zone.
     [me] = [
         k
         for k in server.request("GET", "/api/keys", org.sdk).json()["data"]
         if k["kind"] == "sdk_integration"
     ]
-    expect(sdk.get_by_role("cell").nth(3)).to_contain_text(shown_time(me["last_used"]))
+    expect(cell(page, "SDK Integration", "Last used")).to_contain_text(shown_time(me["last_used"]))
+    expect(sdk).to_contain_text("this key")
     expect(page.get_by_text("Page 1 of 1 · 2 keys")).to_be_visible()
 
     # The key: in sessionStorage, nowhere else (not even in the page), sent as a header.
@@ -302,7 +319,7 @@ def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, scr
     new = row(page, "CI deploys (production)")
     expect(new.get_by_role("listitem")).to_have_text(["monitor:read", "monitor:write"])
     expect(new).to_contain_text(identifier(full) + "...")
-    expect(new.get_by_role("cell").nth(4)).to_contain_text("2 Jan 2030, 08:49")
+    expect(cell(page, "CI deploys (production)", "Expires")).to_contain_text("2 Jan 2030, 08:49")
     # The key works, with the scopes and expiry chosen.
     mine = read_key(server, full, identifier(full))
     assert (mine["kind"], mine["scopes"]) == ("custom", ["monitor:read", "monitor:write"])
@@ -319,16 +336,16 @@ def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, scr
     expect(dialog(page, "Key created").get_by_role("textbox", name="New key")).to_have_value(
         FULL_KEY
     )
-    page.keyboard.press("Escape")
-    expect(row(page, "Status page monitor").get_by_role("cell").nth(1)).to_have_text("telemetry")
+    close_new_key(page)
+    expect(cell(page, "Status page monitor", "Kind")).to_have_text("telemetry")
     screenshot(page, screenshots, "list")
 
 
-def test_refusals_show_the_apis_detail(tab, server, org, screenshots):
+def test_refusals_show_in_the_dialog_that_asked(tab, server, org, screenshots):
     narrow = make_key(server, org.sdk, "Monitors only", ["monitor:read", "monitor:write"])
     page = tab.page
     use_key(page, narrow["key"])
-    tab.expect_refusal(422, 403)
+    tab.expect_refusal(422)
     page.get_by_role("button", name="New key").click()
     form = dialog(page, "Create a key")
     # Only the scopes the key in use holds are offered.
@@ -341,26 +358,13 @@ def test_refusals_show_the_apis_detail(tab, server, org, screenshots):
     form.get_by_role("checkbox", name="monitor:read").check()
     form.get_by_role("button", name="Create").click()
     error = form.get_by_role("alert")
-    expect(error).to_contain_text("The request is not valid: name.")
-    expect(error).to_contain_text("name: ")
-
-    # A kind whose scopes exceed the key in use: 403, with the API's detail.
-    form.get_by_label("Name", exact=True).fill("Everything")
-    form.get_by_label("Kind", exact=True).select_option("sdk_integration")
-    form.get_by_role("button", name="Create").click()
-    expect(error).to_contain_text("These scopes exceed the calling key's own: monitor:telemetry")
+    expect(error).to_have_text("The request is not valid: Name.")
+    expect(form.get_by_label("Name", exact=True)).to_have_accessible_description(
+        "Name: Length must be between 1 and 200."
+    )
     screenshot(page, screenshots, "error")
     page.get_by_role("button", name="Cancel").click()
     assert names_listed(page) == ["Telemetry", "SDK Integration", "Monitors only"]
-
-    # Altering a more powerful key: 403 forbidden, shown in the dialog that asked.
-    row(page, "SDK Integration").get_by_role("button", name="Delete").click()
-    confirm = dialog(page, "Delete this key?")
-    confirm.get_by_role("button", name="Delete key").click()
-    expect(confirm.get_by_role("alert")).to_have_text(
-        "This key holds scopes the calling key lacks."
-    )
-    confirm.get_by_role("button", name="Cancel").click()
 
     # The key in use gives up a scope: the page offers only what it still holds.
     row(page, "Monitors only").get_by_role("button", name="Edit").click()
@@ -409,7 +413,7 @@ def test_edit_offers_the_same_inputs_and_saves(tab, server, org, screenshots):
     form.get_by_role("button", name="No expiry").click()
     expect(form.get_by_label("Expires")).to_have_value("")
     form.get_by_role("button", name="Save").click()
-    expect(edited.get_by_role("cell").nth(4)).to_have_text("Never")
+    expect(cell(page, "Deploys (staging)", "Expires")).to_have_text("Never")
     assert read_key(server, org.sdk, stored["key"])["expires_at"] is None
 
     # A key of a fixed kind: its name changes, its scopes are said, not offered.
@@ -418,7 +422,7 @@ def test_edit_offers_the_same_inputs_and_saves(tab, server, org, screenshots):
     expect(form).to_contain_text("The scopes of a telemetry key are fixed")
     form.get_by_label("Name", exact=True).fill("Telemetry (old)")
     form.get_by_label("Name", exact=True).press("Enter")
-    expect(row(page, "Telemetry (old)").get_by_role("cell").nth(1)).to_have_text("telemetry")
+    expect(cell(page, "Telemetry (old)", "Kind")).to_have_text("telemetry")
 
 
 def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
@@ -442,7 +446,7 @@ def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
     expect(rotated.get_by_role("textbox", name="New key")).to_have_value(FULL_KEY)
     expect(rotated).to_contain_text("it will not be shown again")
     replacement = rotated.get_by_role("textbox", name="New key").input_value()
-    rotated.get_by_role("button", name="Done").click()
+    close_new_key(page)
     expect(row(page, "Deploys")).to_contain_text(identifier(replacement) + "...")
     gone = server.request("GET", f"/api/keys/{identifier(deploys['key'])}", org.sdk)
     assert gone.status == 404
@@ -456,7 +460,7 @@ def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
     screenshot(page, screenshots, "rotate")
     rotate.get_by_role("button", name="Rotate key").click()
     replacement = rotated.get_by_role("textbox", name="New key").input_value()
-    page.keyboard.press("Escape")
+    close_new_key(page)
     old = read_key(server, org.sdk, identifier(nightly["key"]))
     ends = datetime.fromisoformat(old["expires_at"].replace("Z", "+00:00"))
     assert abs((ends - datetime.now(UTC)).total_seconds() - 3600) < 60
@@ -467,13 +471,11 @@ def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
 
     # Refusals: the API's, shown in the dialog; nothing is rotated.
     tab.expect_refusal(422)
-    row(page, "Nightly").first.get_by_role("button", name="Rotate").click()
-    grace.fill("")
-    rotate.get_by_role("button", name="Rotate key").click()
-    expect(rotate.get_by_role("alert")).to_contain_text("grace_seconds")
+    row(page, "Nightly").last.get_by_role("button", name="Rotate").click()
     grace.fill("2592001")
     rotate.get_by_role("button", name="Rotate key").click()
-    expect(rotate.get_by_role("alert")).to_contain_text("grace_seconds: Must be")
+    expect(rotate.get_by_role("alert")).to_contain_text("Grace period (seconds)")
+    expect(grace).to_have_accessible_description(re.compile(r"^Grace period \(seconds\): Must be"))
     rotate.get_by_role("button", name="Cancel").click()
     expect(row(page, "Nightly")).to_have_count(2)
 
@@ -481,7 +483,7 @@ def test_rotate_replaces_a_key_after_a_grace_period_and_shows_the_new_one_once(
     row(page, "SDK Integration").get_by_role("button", name="Rotate").click()
     rotate.get_by_role("button", name="Rotate key").click()
     replacement = rotated.get_by_role("textbox", name="New key").input_value()
-    rotated.get_by_role("button", name="Done").click()
+    close_new_key(page)
     assert page.evaluate("() => sessionStorage.getItem('apiKey')") == replacement
     expect(page.get_by_role("banner")).to_contain_text(identifier(replacement) + "...")
     page.get_by_label("Filter by kind").select_option("sdk_integration")
@@ -515,9 +517,9 @@ def test_rotate_says_when_the_new_key_expires_and_it_does(tab, server, org):
     rotate.get_by_role("button", name="Rotate key").click()
     rotated = dialog(page, "Key rotated")
     successor = rotated.get_by_role("textbox", name="New key").input_value()
-    rotated.get_by_role("button", name="Done").click()
+    close_new_key(page)
     expect(row(page, "Quarterly")).to_contain_text(identifier(successor) + "...")
-    expect(row(page, "Quarterly").get_by_role("cell").nth(4)).to_contain_text("15 Jan 2031")
+    expect(cell(page, "Quarterly", "Expires")).to_contain_text("15 Jan 2031")
     kept = read_key(server, org.sdk, identifier(successor))["expires_at"]
     assert kept == limited["expires_at"] == "2031-01-15T06:15:30.000000Z"
 
@@ -527,7 +529,7 @@ def test_rotate_says_when_the_new_key_expires_and_it_does(tab, server, org):
     expect(line).to_have_text("The new key does not expire.")
     rotate.get_by_role("button", name="Rotate key").click()
     successor = rotated.get_by_role("textbox", name="New key").input_value()
-    rotated.get_by_role("button", name="Done").click()
+    close_new_key(page)
     assert read_key(server, org.sdk, identifier(successor))["expires_at"] is None
 
     # No expiry, or one already past: none for the new key either.
@@ -545,17 +547,17 @@ def test_an_expired_key_is_listed_renamed_and_refused_as_the_key_in_use(tab, ser
     short = make_key(server, org.sdk, "Short-lived", ["monitor:read"], expires_at=soon)
     page = tab.page
     use_key(page, short["key"])
-    expect(row(page, "Short-lived").get_by_role("cell").nth(4)).not_to_have_text("Never")
+    expect(cell(page, "Short-lived", "Expires")).not_to_have_text("Never")
     page.wait_for_timeout(2100)
 
     # Its next request: 401 expired_key, and the person is asked for a key again.
     page.get_by_label("Filter by kind").select_option("custom")
     expect(page.get_by_label("API key")).to_be_focused()
-    expect(page.get_by_role("alert").first).to_contain_text("This API key has expired")
+    expect(page.get_by_role("alert").first).to_contain_text("This key has expired")
 
     # Another key sees it listed as expired, and can rename it: its expiry stays.
     use_key(page, org.sdk)
-    expect(row(page, "Short-lived").get_by_role("cell").nth(4)).to_contain_text("Expired")
+    expect(cell(page, "Short-lived", "Expires")).to_contain_text("Expired")
     row(page, "Short-lived").get_by_role("button", name="Edit").click()
     form = dialog(page, "Edit key")
     form.get_by_label("Name", exact=True).fill("Short-lived (expired)")
@@ -624,10 +626,9 @@ def test_paging_and_the_kind_filter_work_as_in_the_api(tab, server, org):
 def test_a_refused_key_sends_the_person_back_to_the_key_input(tab, server, org):
     page = tab.page
     tab.expect_refusal(401, 403)
-    use_detail = "A valid API key is required"
     page.get_by_label("API key").fill("ak_not_a_key")
     page.get_by_role("button", name="Use key").click()
-    expect(page.get_by_role("alert")).to_contain_text(use_detail)
+    expect(page.get_by_role("alert")).to_contain_text("This is not a whole API key")
     expect(page.get_by_label("API key")).to_be_focused()
 
     page.get_by_label("API key").fill(org.telemetry)
@@ -642,15 +643,8 @@ def test_a_refused_key_sends_the_person_back_to_the_key_input(tab, server, org):
     page.get_by_label("Filter by kind").select_option("custom")
     expect(page.get_by_label("API key")).to_be_focused()
     expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
-    expect(page.get_by_role("alert").first).to_contain_text(use_detail)
+    expect(page.get_by_role("alert").first).to_have_text("This key is unknown or was deleted.")
     assert page.evaluate("() => sessionStorage.length") == 0
-
-    # Deleting the key in use from the page itself ends the same way.
-    use_key(page, org.sdk)
-    row(page, "SDK Integration").get_by_role("button", name="Delete").click()
-    page.get_by_role("button", name="Delete key").click()
-    expect(page.get_by_label("API key")).to_be_focused()
-    expect(page.get_by_role("alert").first).to_contain_text(use_detail)
 
 
 def test_names_are_shown_as_text_never_as_html(tab, server, org):
@@ -663,7 +657,7 @@ def test_names_are_shown_as_text_never_as_html(tab, server, org):
     form.get_by_label("Name", exact=True).fill('"><script>alert(2)</script>')
     form.get_by_role("checkbox", name="issue:read").check()
     form.get_by_role("button", name="Create").click()
-    page.get_by_role("button", name="Done").click()
+    close_new_key(page)
     expect(row(page, '"><script>alert(2)</script>')).to_have_count(1)
     row(page, XSS).get_by_role("button", name="Delete").click()
     expect(dialog(page, "Delete this key?")).to_contain_text(XSS)
@@ -768,7 +762,11 @@ def test_keyboard_alone_does_everything(tab, server, org):
     keyboard.press("Enter")
     rotated = dialog(page, "Key rotated")
     expect(rotated.get_by_role("button", name="Copy")).to_be_focused()
-    keyboard.press("Escape")
+    keyboard.press("Escape")  # asks first: the key will not be shown again
+    expect(rotated.get_by_role("button", name="Back to the key")).to_be_focused()
+    keyboard.press("Shift+Tab")
+    expect(rotated.get_by_role("button", name="Close", exact=True)).to_be_focused()
+    keyboard.press("Enter")
     expect(row(page, "Old 1")).to_have_count(2)
 
     # Delete, confirmed.
@@ -796,8 +794,8 @@ def test_keyboard_alone_does_everything(tab, server, org):
     expect(page.get_by_label("API key")).to_be_focused()
 
 
-@pytest.mark.parametrize("size", [NARROW, WIDE], ids=["400px", "1400px"])
-def test_the_page_reads_well_at_400_and_1400_pixels(tab, server, org, screenshots, size):
+@pytest.mark.parametrize("size", [NARROW, WIDE], ids=["390px", "1400px"])
+def test_the_page_reads_well_at_390_and_1400_pixels(tab, server, org, screenshots, size):
     make_key(server, org.sdk, "A rather long name for a key used by the nightly backups")
     make_key(server, org.sdk, "Status", ["statuspage:read", "statuspage:write"])
     page = tab.page
@@ -812,8 +810,8 @@ def test_the_page_reads_well_at_400_and_1400_pixels(tab, server, org, screenshot
             assert box["x"] >= 0 and box["x"] + box["width"] <= size["width"], control
     # Every cell still names its column to assistive technology.
     headers = page.get_by_role("columnheader").all_text_contents()
-    assert headers[:5] == ["Name", "Kind", "Scopes", "Last used", "Expires"]
-    expect(row(page, "Status").get_by_role("cell")).to_have_count(6)
+    assert headers[:6] == ["Name", "Kind", "Scopes", "Created", "Last used", "Expires"]
+    expect(row(page, "Status").get_by_role("cell")).to_have_count(7)
     if size is NARROW:
         screenshot(page, screenshots, "list-narrow")
         row(page, "Status").get_by_role("button", name="Edit").click()
@@ -833,3 +831,449 @@ def test_swagger_ui_renders_the_document_offline_without_a_console_error(tab):
         expect(page.get_by_text(summary, exact=True).first).to_be_visible()
     expect(page.get_by_role("button", name="Authorize")).to_be_visible()
     expect(page.get_by_text("Problem", exact=True).first).to_be_attached()
+
+
+# --- people's rough edges (contract sections 14 and 18) ---------------------------------------
+
+
+def test_a_mistyped_incomplete_shown_or_unknown_key_says_so(tab, server, org):
+    """What was pasted is judged in people's words: a key's shape (and checksum) by the page
+    itself, with no request; a well-formed key by the API's answer."""
+    page = tab.page
+    field = page.get_by_label("API key")
+    said = page.locator("#sign-in-error")
+
+    def paste(value: str, words: str) -> None:
+        field.fill(value)
+        page.get_by_role("button", name="Use key").click()
+        expect(said).to_contain_text(words)
+        expect(field).to_be_focused()
+        expect(field).to_have_attribute("aria-invalid", "true")
+        expect(field).to_have_accessible_description(re.compile(re.escape(words)))
+        assert page.evaluate("() => sessionStorage.length") == 0
+
+    shown = identifier(org.sdk) + "..."
+    paste(shown, "This is the shown form of a key: paste the full key")
+    paste(org.sdk[:-1], "This is not a whole API key: check that you pasted all of it")
+    paste(org.sdk[:20], "This is not a whole API key")
+    swapped = org.sdk[:30] + ("A" if org.sdk[30] != "A" else "B") + org.sdk[31:]
+    paste(swapped, "This is not a whole API key")  # its checksum fails
+    paste(org.sdk + "x", "This is not a whole API key")
+    assert tab.bearer == set(), "a key of the wrong shape was sent to the API"
+
+    tab.expect_refusal(401)
+    unknown = new_key("ak_")[1]
+    paste(unknown, "This key is unknown or was deleted")
+    ended = make_key(server, org.sdk, "Ended", expires_at=in_seconds(1))
+    page.wait_for_timeout(1100)
+    paste(ended["key"], "This key has expired")
+    assert "HTTP Basic" not in page.locator("body").inner_text()
+
+    # A good key clears the marks.
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Forget key").click()
+    expect(field).not_to_have_attribute("aria-invalid", "true")
+    expect(said).to_be_empty()
+
+
+def test_field_errors_use_the_labels_on_screen_and_are_tied_to_their_inputs(tab, server, org):
+    make_key(server, org.sdk, "Nightly")
+    page = tab.page
+    use_key(page, org.sdk)
+    tab.expect_refusal(422)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    name = form.get_by_label("Name", exact=True)
+    expires = form.get_by_label("Expires")
+
+    name.fill("   ")
+    expires.fill("2001-02-03T04:05")  # past
+    form.get_by_role("button", name="Create").click()
+    summary = form.get_by_role("alert")
+    expect(summary).to_have_text("The request is not valid: Name, Expires.")
+    expect(name).to_have_attribute("aria-invalid", "true")
+    expect(name).to_have_accessible_description(re.compile(r"^Name: Length must be between"))
+    expect(expires).to_have_attribute("aria-invalid", "true")
+    expect(expires).to_have_accessible_description(re.compile(r"Expires: Must be in the future"))
+    expect(name).to_be_focused()  # the first field to correct
+    text = form.inner_text()
+    for api_name in ("expires_at", "name:"):
+        assert api_name not in text
+
+    # Corrected, but no scope: the marks go with their errors, the scopes are marked.
+    name.fill("Backups")
+    form.get_by_role("button", name="No expiry").click()
+    form.get_by_role("button", name="Create").click()
+    expect(summary).to_have_text("The request is not valid: Scopes.")
+    expect(name).not_to_have_attribute("aria-invalid", "true")
+    expect(name).to_have_accessible_description("")
+    expect(expires).not_to_have_attribute("aria-invalid", "true")
+    for box in form.get_by_role("checkbox").all():
+        expect(box).to_have_attribute("aria-invalid", "true")
+        expect(box).to_have_accessible_description(re.compile(r"^Scopes: A custom key needs"))
+    expect(form.get_by_role("checkbox").first).to_be_focused()
+    assert "scopes:" not in form.inner_text()
+    form.get_by_role("checkbox", name="site:read").check()
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    page.get_by_role("button", name="New key").click()
+    expect(form.locator('[aria-invalid="true"]')).to_have_count(0)
+    expect(form.get_by_role("alert")).to_be_empty()
+    form.get_by_role("button", name="Cancel").click()
+
+    # Rotate: the grace period, by its label.
+    row(page, "Nightly").get_by_role("button", name="Rotate").click()
+    rotate = dialog(page, "Rotate this key?")
+    grace = rotate.get_by_label("Grace period (seconds)")
+    grace.fill("2592001")
+    rotate.get_by_role("button", name="Rotate key").click()
+    expect(rotate.get_by_role("alert")).to_have_text(
+        "The request is not valid: Grace period (seconds)."
+    )
+    expect(grace).to_have_attribute("aria-invalid", "true")
+    expect(grace).to_have_accessible_description(
+        re.compile(r"^Grace period \(seconds\): Must be .* 2592000\. How long the old key")
+    )
+    grace.fill("")
+    rotate.get_by_role("button", name="Rotate key").click()
+    expect(grace).to_have_accessible_description(
+        re.compile(r"^Grace period \(seconds\): Give a number of seconds")
+    )
+    assert "grace_seconds" not in rotate.inner_text()
+    rotate.get_by_role("button", name="Cancel").click()
+    expect(row(page, "Nightly")).to_have_count(1)
+
+
+def test_a_refusal_shows_its_message_once(tab, server, org):
+    """A 403 says what is wrong once, in the dialog's alert; the field it concerns is marked
+    and described by it."""
+    mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"])
+    page = tab.page
+    use_key(page, mine["key"])
+    tab.expect_refusal(403)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    form.get_by_label("Name", exact=True).fill("Writer")
+    form.get_by_role("checkbox", name="monitor:write").check()
+    # Meanwhile, elsewhere, the key in use gives up monitor:write.
+    narrowed = server.request(
+        "PUT", f"/api/keys/{identifier(mine['key'])}", org.sdk, {"scopes": ["monitor:read"]}
+    )
+    assert narrowed.status == 200
+    form.get_by_role("button", name="Create").click()
+    summary = form.get_by_role("alert")
+    expect(summary).to_have_text("These scopes exceed the calling key's own: monitor:write.")
+    expect(form.get_by_text(re.compile("exceed|Not held"))).to_have_count(1)
+    box = form.get_by_role("checkbox", name="monitor:write")
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(box).to_have_accessible_description(re.compile("exceed the calling key's own"))
+
+
+def test_deleting_the_key_in_use_warns_first_and_says_so_after(tab, server, org, screenshots):
+    make_key(server, org.sdk, "Other")
+    page = tab.page
+    use_key(page, org.sdk)
+    warning = (
+        "This is the key you are using: after deleting it the page can do nothing more "
+        "until you paste another key"
+    )
+    row(page, "Other").get_by_role("button", name="Delete").click()
+    confirm = dialog(page, "Delete this key?")
+    expect(confirm.get_by_text(warning)).to_be_hidden()
+    expect(confirm).not_to_have_accessible_description(re.compile("key you are using"))
+    confirm.get_by_role("button", name="Cancel").click()
+
+    row(page, "SDK Integration").get_by_role("button", name="Delete").click()
+    expect(confirm.get_by_text(warning)).to_be_visible()
+    expect(confirm).to_have_accessible_description(re.compile(re.escape(warning)))
+    confirm.get_by_role("button", name="Delete key").click()
+    # No request after the delete: the page knows, with no 401 (the tab would see one).
+    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.locator("#sign-in-error")).to_have_text(
+        "The key in use was deleted: paste another key to go on."
+    )
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
+    assert page.evaluate("() => sessionStorage.length") == 0
+    assert server.request("GET", "/api/keys", org.sdk).status == 401
+
+
+def test_controls_fit_the_key_in_use(tab, server, org, screenshots):
+    """What the key in use can never do is offered disabled, saying why (contract section 3:
+    no key alters a key holding scopes it lacks, nor makes a key beyond its own scopes; and
+    section 15: a key that expires makes none that outlives it)."""
+    ends = "2035-05-06T07:08:00Z"
+    mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"], expires_at=ends)
+    make_key(server, org.sdk, "Reader", ["monitor:read"])
+    make_key(server, org.sdk, "Status", ["statuspage:read"])
+    page = tab.page
+    use_key(page, mine["key"])
+
+    for name in ("Monitors", "Reader"):
+        for action in ("Edit", "Rotate", "Delete"):
+            expect(row(page, name).get_by_role("button", name=action)).to_be_enabled()
+    for name, lacking in [
+        ("Status", "statuspage:read"),
+        ("Telemetry", "monitor:telemetry"),
+        ("SDK Integration", "monitor:telemetry"),
+    ]:
+        why = re.compile(f"holds scopes the key in use lacks: .*{lacking}")
+        expect(row(page, name)).to_contain_text(why)
+        for action in ("Edit", "Rotate", "Delete"):
+            button = row(page, name).get_by_role("button", name=action)
+            expect(button).to_be_disabled()
+            expect(button).to_have_accessible_description(why)
+    screenshot(page, screenshots, "list-limited")
+
+    # Kinds whose fixed scopes exceed the key in use: offered disabled, saying why.
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    kind = form.get_by_label("Kind", exact=True)
+    disabled = kind.locator("option:disabled")
+    expect(disabled).to_have_count(2)
+    assert sorted(disabled.evaluate_all("all => all.map(o => o.value)")) == [
+        "sdk_integration",
+        "telemetry",
+    ]
+    expect(kind).to_have_accessible_description(
+        re.compile("telemetry and sdk_integration keys hold scopes the key in use lacks")
+    )
+    # The key in use expires: so does every key it makes, at the latest with it.
+    expect(form.get_by_role("button", name="No expiry")).to_be_disabled()
+    expect(form.get_by_label("Expires")).to_have_accessible_description(
+        re.compile(r"Empty: it expires with the key in use, 6 May 2035, 12:53")
+    )
+    form.get_by_label("Name", exact=True).fill("Made by Monitors")
+    form.get_by_role("checkbox", name="monitor:read").check()
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    made = [k for k in server.request("GET", "/api/keys", org.sdk).json()["data"]]
+    assert [k["expires_at"] for k in made if k["name"] == "Made by Monitors"] == [
+        "2035-05-06T07:08:00.000000Z"
+    ]
+    row(page, "Reader").get_by_role("button", name="Rotate").click()
+    rotate = dialog(page, "Rotate this key?")
+    expect(rotate.get_by_role("button", name="No expiry")).to_be_disabled()
+    expect(rotate.locator("#rotate-expiry")).to_have_text(
+        re.compile(r"^The new key expires 6 May 2035, 12:53 ")
+    )
+    rotate.get_by_role("button", name="Cancel").click()
+
+
+def test_a_replaced_key_the_key_in_use_and_when_keys_were_made_are_shown(
+    tab, server, org, screenshots
+):
+    nightly = make_key(server, org.sdk, "Nightly")
+    page = tab.page
+    rotated = server.request(
+        "POST", f"/api/keys/{identifier(nightly['key'])}/rotate", org.sdk, {"grace_seconds": 3600}
+    )
+    assert rotated.status == 201
+    successor = rotated.json()
+    old = read_key(server, org.sdk, identifier(nightly["key"]))
+    use_key(page, org.sdk)
+
+    headers = page.get_by_role("columnheader").all_text_contents()
+    assert headers[:6] == ["Name", "Kind", "Scopes", "Created", "Last used", "Expires"]
+    expect(cell(page, "Nightly", "Created").first).to_contain_text(shown_time(old["created"]))
+
+    # The old one says by which key, and when it ends; it cannot be rotated again.
+    [before, after] = row(page, "Nightly").all()
+    replaced = f"replaced by {identifier(successor['key'])}..., ends "
+    expect(before).to_contain_text(replaced + "")
+    expect(before).to_contain_text(shown_time(old["expires_at"]))
+    expect(after).not_to_contain_text("replaced by")
+    expect(before.get_by_role("button", name="Rotate")).to_be_disabled()
+    expect(before.get_by_role("button", name="Rotate")).to_have_accessible_description(
+        re.compile("replaced already: rotate its successor")
+    )
+    expect(before.get_by_role("button", name="Edit")).to_be_enabled()
+    expect(after.get_by_role("button", name="Rotate")).to_be_enabled()
+
+    # The key in use, marked (and only it).
+    expect(page.get_by_text("this key", exact=True)).to_have_count(1)
+    mark = row(page, "SDK Integration").get_by_text("this key", exact=True)
+    expect(mark).to_be_visible()
+    expect(row(page, "SDK Integration").get_by_role("cell").first).to_contain_text(
+        "the key you are using"
+    )
+    screenshot(page, screenshots, "list-replaced")
+
+
+# Each dialog a person can open, on the list of keys (the delete of the key in use).
+DIALOGS = ("create", "edit", "rotate", "delete", "new-key", "close-new-key")
+
+
+def open_dialog(page: Page, which: str):
+    """Open the dialog `which` (of DIALOGS); it, found by its name."""
+    if which == "create":
+        page.get_by_role("button", name="New key").click()
+        return dialog(page, "Create a key")
+    if which == "edit":
+        row(page, "Nightly backups").get_by_role("button", name="Edit").click()
+        return dialog(page, "Edit key")
+    if which == "rotate":
+        row(page, "Nightly backups").get_by_role("button", name="Rotate").click()
+        return dialog(page, "Rotate this key?")
+    if which == "delete":  # the key in use: with its warning
+        in_use = page.get_by_role("row").filter(has=page.get_by_text("this key", exact=True))
+        in_use.get_by_role("button", name="Delete").click()
+        return dialog(page, "Delete this key?")
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    form.get_by_label("Name", exact=True).fill("Deploys from the build server")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    form.get_by_role("button", name="Create").click()
+    created = dialog(page, "Key created")
+    expect(created.get_by_role("textbox", name="New key")).to_have_value(FULL_KEY)
+    if which == "close-new-key":
+        page.keyboard.press("Escape")
+        expect(created.get_by_role("group", name=re.compile("^Close?"))).to_be_visible()
+    return created
+
+
+def close_dialog(page: Page, which: str, shown) -> None:
+    if which == "new-key":
+        close_new_key(page)
+    elif which == "close-new-key":  # asking already
+        shown.get_by_role("button", name="Close", exact=True).click()
+    else:
+        shown.get_by_role("button", name="Cancel").click()
+    expect(shown).to_be_hidden()
+
+
+# Every element of a dialog lies within the dialog's box and the viewport.
+OVERFLOWING = """dialog => {
+    const width = document.documentElement.clientWidth;
+    const frame = dialog.getBoundingClientRect();
+    const out = [];
+    if (frame.left < 0 || frame.right > width) out.push(`the dialog: ${frame.left}-${frame.right}`);
+    if (dialog.scrollWidth > dialog.clientWidth) out.push("the dialog scrolls sideways");
+    for (const element of dialog.querySelectorAll("*")) {
+        const box = element.getBoundingClientRect();
+        if (box.width === 0 && box.height === 0) continue;
+        if (box.left < frame.left - 0.5 || box.right > frame.right + 0.5)
+            out.push(`${element.tagName} ${element.id || element.textContent.trim().slice(0, 30)}`
+                     + `: ${box.left}-${box.right} of ${frame.left}-${frame.right}`);
+    }
+    return out;
+}"""
+
+
+@pytest.mark.parametrize("width", [360, 390, 400, 430])
+def test_every_dialog_fits_from_360_to_430_pixels(tab, server, org, screenshots, width):
+    make_key(server, org.sdk, "Nightly backups", expires_at="2031-01-15T06:15:30Z")
+    page = tab.page
+    page.set_viewport_size({"width": width, "height": 844})
+    use_key(page, org.sdk)
+    overflowing = {}
+    for which in DIALOGS:
+        shown = open_dialog(page, which)
+        expect(shown).to_be_visible()
+        found = shown.evaluate(OVERFLOWING)
+        if found:
+            overflowing[which] = found
+        if width == 390:
+            screenshot(page, screenshots, f"dialog-{which}-390")
+        close_dialog(page, which, shown)
+    assert overflowing == {}
+
+
+def test_the_new_key_dialog_asks_before_closing_on_escape(tab, server, org):
+    page = tab.page
+    use_key(page, org.sdk)
+    created = open_dialog(page, "new-key")
+    value = created.get_by_role("textbox", name="New key").input_value()
+    question = created.get_by_role("group", name="Close? The key will not be shown again.")
+
+    # A stray Escape asks; Escape again (or Back to the key) keeps the key on screen.
+    page.keyboard.press("Escape")
+    expect(question).to_be_visible()
+    expect(question.get_by_role("button", name="Back to the key")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(question).to_be_hidden()
+    expect(created).to_be_visible()
+    expect(created.get_by_role("textbox", name="New key")).to_have_value(value)
+    page.keyboard.press("Escape")
+    question.get_by_role("button", name="Back to the key").click()
+    expect(created).to_be_visible()
+
+    # Done, the key not copied: the same question; Close closes.
+    created.get_by_role("button", name="Done").click()
+    expect(question).to_be_visible()
+    question.get_by_role("button", name="Close", exact=True).click()
+    expect(created).to_be_hidden()
+    assert value not in page.content()
+
+    # Copied: Done closes at once; Escape still asks.
+    created = open_dialog(page, "new-key")
+    created.get_by_role("button", name="Copy").click()
+    page.keyboard.press("Escape")
+    expect(question).to_be_visible()
+    question.get_by_role("button", name="Back to the key").click()
+    created.get_by_role("button", name="Done").click()
+    expect(created).to_be_hidden()
+
+
+AXE = PROJECT / "tests/server/axe/node_modules/axe-core/axe.min.js"
+WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+@pytest.mark.skipif(
+    not AXE.exists(),
+    reason="axe-core is not installed: npm ci --ignore-scripts --prefix tests/server/axe "
+    "(.ci/run does)",
+)
+@pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, {"width": 390, "height": 844}])
+def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, size):
+    """axe-core (pinned in tests/server/axe) injected into each view, its dialogs and their
+    error states: no violation of WCAG 2.0 and 2.1, levels A and AA."""
+    make_key(server, org.sdk, "Nightly backups", ["site:read"], expires_at=in_seconds(86400))
+    rotated = server.request(
+        "POST",
+        f"/api/keys/{identifier(make_key(server, org.sdk, 'Weekly')['key'])}/rotate",
+        org.sdk,
+        {"grace_seconds": 600},
+    )
+    assert rotated.status == 201
+    everything_but_one = [
+        scope for scope in read_key(server, org.sdk, identifier(org.sdk))["scopes"]
+    ][:-1]
+    mine = make_key(server, org.sdk, "Almost everything", everything_but_one)
+    page = tab.page
+    page.set_viewport_size(size)
+    source = AXE.read_text()
+    violations = {}
+
+    def check(view: str) -> None:
+        if not page.evaluate("() => typeof axe === 'object'"):
+            page.evaluate(source)
+        found = page.evaluate(
+            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
+            ".then(result => result.violations.map("
+            "v => `${v.id}: ${v.help} (${v.nodes.map(n => n.target.join(' ')).join(', ')})`))",
+            WCAG,
+        )
+        if found:
+            violations[view] = found
+
+    tab.expect_refusal(401, 422)
+    check("sign-in")
+    page.get_by_label("API key").fill(identifier(org.sdk) + "...")
+    page.get_by_role("button", name="Use key").click()
+    check("sign-in, a message")
+    use_key(page, mine["key"])
+    check("list")
+    for which in DIALOGS:
+        shown = open_dialog(page, which)
+        check(which)
+        if which == "create":
+            shown.get_by_role("button", name="Create").click()
+            expect(shown.get_by_role("alert")).not_to_be_empty()
+            check("create, field errors")
+        if which == "rotate":
+            shown.get_by_label("Grace period (seconds)").fill("")
+            shown.get_by_role("button", name="Rotate key").click()
+            expect(shown.get_by_role("alert")).not_to_be_empty()
+            check("rotate, field errors")
+        close_dialog(page, which, shown)
+    assert violations == {}

@@ -1,0 +1,56 @@
+// Small helpers for writing the page: every value from the API is written as text
+// (textContent), never as HTML.
+
+export const $ = (id) => document.getElementById(id);
+
+export const when = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  timeZoneName: "short",
+});
+
+export function element(tag, text, className) {
+  const node = document.createElement(tag);
+  // Explicit roles: the narrow layout restyles the table, and some browsers then forget it.
+  const role = { tr: "row", td: "cell" }[tag];
+  if (role) {
+    node.setAttribute("role", role);
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  if (className) {
+    node.className = className;
+  }
+  return node;
+}
+
+/** A time from the API, in the person's own time zone, the exact time in its title. */
+export function timeOf(iso) {
+  const time = element("time", when.format(new Date(iso)));
+  time.dateTime = iso;
+  time.title = iso;
+  return time;
+}
+
+/** An element's aria-describedby: the ids `first` (an error message, say), then its hints
+ * (what the markup gave it, or what node.dataset.hints says now). */
+export function describedBy(node, first = []) {
+  if (node.dataset.hints === undefined) {
+    node.dataset.hints = node.getAttribute("aria-describedby") || "";
+  }
+  const ids = [...first, ...node.dataset.hints.split(" ")].filter(Boolean);
+  if (ids.length) {
+    node.setAttribute("aria-describedby", ids.join(" "));
+  } else {
+    node.removeAttribute("aria-describedby");
+  }
+}
+
+/** "a", "a and b", "a, b and c". */
+export function listed(words) {
+  return words.length < 2 ? words.join("") : `${words.slice(0, -1).join(", ")} and ${words.at(-1)}`;
+}

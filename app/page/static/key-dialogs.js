@@ -1,0 +1,338 @@
+// The dialogs that change keys: create and edit (one form), rotate and delete. Each offers
+// only what the key in use may do, and shows a refusal once.
+
+import { API, api, keyPath, Refusal } from "./api.js";
+import { expiryOf, expiryRule, Fields, localInput, report, showDialog } from "./dialogs.js";
+import { $, describedBy, element, listed, when } from "./dom.js";
+import { listedKey, loadPage, refresh } from "./keys.js";
+import { adopt, readKeyInUse, signOut } from "./signin.js";
+import { showCreated } from "./new-key.js";
+import { lacking, session, storeKey } from "./session.js";
+
+/** When the key in use expires, as people read it; null: never. */
+function selfEnds() {
+  return session.self.expires_at ? when.format(new Date(session.self.expires_at)) : null;
+}
+
+// --- create and edit: the same inputs, offering only the scopes of the key in use ---------
+
+const form = {
+  dialog: $("key-dialog"),
+  name: $("key-name"),
+  kind: $("key-kind"),
+  expires: $("key-expires"),
+  boxes: $("scope-boxes"),
+  note: $("scopes-note"),
+  submit: $("key-dialog-submit"),
+  editing: null, // the key being edited; null when creating
+  expiresShown: "", // what the Expires input showed when the form opened
+};
+form.fields = new Fields($("key-dialog-error"), {
+  name: { label: "Name", message: $("key-name-error"), inputs: () => [form.name] },
+  kind: { label: "Kind", message: $("key-kind-error"), inputs: () => [form.kind] },
+  scopes: {
+    label: "Scopes",
+    message: $("scopes-error"),
+    inputs: () => [...form.boxes.querySelectorAll("input")],
+  },
+  expires_at: { label: "Expires", message: $("key-expires-error"), inputs: () => [form.expires] },
+});
+
+function scopeBoxes(checked) {
+  const boxes = session.self.scopes.map((scope) => {
+    const label = element("label", undefined, "check");
+    const box = element("input");
+    box.type = "checkbox";
+    box.value = scope;
+    box.checked = checked.includes(scope);
+    label.append(box, document.createTextNode(scope));
+    return label;
+  });
+  form.boxes.replaceChildren(...boxes);
+}
+
+/** Fixed kinds have fixed scopes: say which, instead of offering checkboxes. */
+function fixedScopes(kind, scopes) {
+  form.boxes.hidden = scopes !== null;
+  form.note.hidden = scopes === null;
+  if (scopes !== null) {
+    form.note.textContent = `The scopes of a ${kind} key are fixed: ${scopes.join(", ")}.`;
+  }
+}
+
+function fixedOf(kind) {
+  const option = [...form.kind.options].find((choice) => choice.value === kind);
+  const fixed = option && option.dataset.scopes;
+  return fixed ? fixed.split(" ") : null;
+}
+
+/** The kinds whose fixed scopes exceed the key in use are offered disabled, saying why. */
+function offerKinds() {
+  const beyond = [];
+  for (const option of form.kind.options) {
+    const fixed = fixedOf(option.value);
+    option.disabled = fixed !== null && lacking(fixed).length > 0;
+    if (option.disabled) {
+      beyond.push(option.value);
+    }
+  }
+  const note = $("kind-note");
+  note.hidden = beyond.length === 0;
+  note.textContent =
+    `${listed(beyond)} keys hold scopes the key in use lacks: a key makes only keys ` +
+    "within its own scopes.";
+  form.kind.dataset.hints = note.hidden ? "" : note.id;
+  describedBy(form.kind);
+}
+
+function checkedScopes() {
+  return [...form.boxes.querySelectorAll("input:checked")].map((box) => box.value);
+}
+
+$("new-key").addEventListener("click", (event) => {
+  form.editing = null;
+  $("key-dialog-title").textContent = "Create a key";
+  $("key-dialog-target").textContent = "";
+  form.name.value = "";
+  $("kind-field").hidden = false;
+  offerKinds();
+  form.kind.value = [...form.kind.options].find((choice) => !choice.dataset.scopes).value;
+  scopeBoxes([]);
+  fixedScopes(form.kind.value, null);
+  form.expires.value = form.expiresShown = "";
+  const ends = selfEnds();
+  expiryRule(
+    form.expires,
+    ends
+      ? `Empty: it expires with the key in use, ${ends}; no key it makes outlives it.`
+      : "Empty: the key never expires.",
+    !ends,
+  );
+  form.submit.textContent = "Create";
+  form.fields.clear();
+  showDialog(form.dialog, event.currentTarget);
+  form.name.focus();
+});
+
+form.kind.addEventListener("change", () => fixedScopes(form.kind.value, fixedOf(form.kind.value)));
+
+function openEdit(key, opener) {
+  form.editing = key;
+  $("key-dialog-title").textContent = "Edit key";
+  $("key-dialog-target").textContent = `${key.key} (${key.kind})`;
+  form.name.value = key.name;
+  $("kind-field").hidden = true;
+  scopeBoxes(key.scopes);
+  fixedScopes(key.kind, key.immutable ? key.scopes : null);
+  form.expires.value = form.expiresShown = localInput(key.expires_at);
+  const ends = selfEnds();
+  expiryRule(
+    form.expires,
+    ends
+      ? `The key in use expires ${ends}: it can set no expiry later than that, nor remove one.`
+      : "Empty: the key never expires.",
+    !ends,
+  );
+  form.submit.textContent = "Save";
+  form.fields.clear();
+  showDialog(form.dialog, opener);
+  form.name.focus();
+}
+
+form.dialog.querySelector("form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const editing = form.editing;
+  const kind = editing ? editing.kind : form.kind.value;
+  const body = { name: form.name.value };
+  if (!editing) {
+    body.kind = kind;
+  }
+  if (fixedOf(kind) === null) {
+    body.scopes = checkedScopes();
+  }
+  form.submit.disabled = true;
+  let answer;
+  try {
+    // Sent when changed: a key that has expired keeps its past expiry through a rename.
+    if (form.expires.value !== form.expiresShown || form.expires.validity.badInput) {
+      body.expires_at = expiryOf(form.expires);
+    }
+    answer = editing ? await api("PUT", keyPath(editing.key), body) : await api("POST", API, body);
+  } catch (error) {
+    report(form.fields, error);
+    return;
+  } finally {
+    form.submit.disabled = false;
+  }
+  form.dialog.close();
+  if (editing) {
+    if (editing.key === session.self.key) {
+      adopt(answer); // the key in use now holds what was saved
+    }
+    await refresh(`button[data-action="Edit"][data-key="${CSS.escape(editing.key)}"]`);
+  } else {
+    showCreated(answer.key, "Key created");
+    await loadPage();
+  }
+});
+
+// --- rotate ---------------------------------------------------------------------------------
+
+const rotation = {
+  key: null,
+  // What the API gives the new key when the body names no expiry: the old key's, when it
+  // is still ahead, and never later than the key in use's (a time-limited key never
+  // becomes permanent by a rotation, nor outlives the key that made it).
+  inherited: null,
+  grace: $("rotate-grace"),
+  expires: $("rotate-expires"),
+};
+rotation.fields = new Fields($("rotate-error"), {
+  grace_seconds: {
+    label: "Grace period (seconds)",
+    message: $("rotate-grace-error"),
+    inputs: () => [rotation.grace],
+  },
+  expires_at: {
+    label: "Expires",
+    message: $("rotate-expires-error"),
+    inputs: () => [rotation.expires],
+  },
+});
+
+function openRotate(key, opener) {
+  rotation.key = key;
+  const ahead = [key.expires_at, session.self.expires_at].filter(
+    (iso) => iso && new Date(iso) > new Date(),
+  );
+  rotation.inherited = ahead.sort((a, b) => new Date(a) - new Date(b))[0] || null;
+  $("rotate-name").textContent = key.name;
+  $("rotate-shown").textContent = key.key;
+  rotation.grace.value = "0";
+  rotation.expires.value = rotation.expires.dataset.shown = localInput(rotation.inherited);
+  const ends = selfEnds();
+  expiryRule(
+    rotation.expires,
+    ends
+      ? `The key in use expires ${ends}: the new key can expire no later (empty: as first shown).`
+      : "Empty: never.",
+    !ends,
+  );
+  sayNewExpiry();
+  rotation.fields.clear();
+  showDialog($("rotate-dialog"), opener);
+  rotation.grace.focus();
+}
+
+/** Whether the Expires input names the new key's expiry: changed, and not emptied where the
+ * key in use expires (then empty means as first shown: none would be refused). */
+function expiryNamed() {
+  const expires = rotation.expires;
+  const changed = expires.value !== expires.dataset.shown || expires.validity.badInput;
+  return changed && (expires.value !== "" || !session.self.expires_at);
+}
+
+/** The new key's expiry, as the Expires input will make it: unnamed, the inherited one. */
+function sayNewExpiry() {
+  const expires = rotation.expires;
+  const iso = expiryNamed()
+    ? expires.value && new Date(expires.value).toISOString()
+    : rotation.inherited;
+  $("rotate-expiry").textContent = iso
+    ? `The new key expires ${when.format(new Date(iso))}.`
+    : "The new key does not expire.";
+}
+
+rotation.expires.addEventListener("input", sayNewExpiry);
+
+$("rotate-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const button = $("rotate-confirm");
+  const grace = rotation.grace;
+  button.disabled = true;
+  let answer;
+  try {
+    if (grace.value === "" || grace.validity.badInput) {
+      throw Refusal.invalid({
+        grace_seconds: ["Give a number of seconds: 0 ends the old key at once."],
+      });
+    }
+    const body = { grace_seconds: Number(grace.value) };
+    // Sent when changed (null: never); unchanged, the API gives the inherited expiry to
+    // the second, where the input holds only minutes.
+    if (expiryNamed()) {
+      body.expires_at = expiryOf(rotation.expires);
+    }
+    answer = await api("POST", `${keyPath(rotation.key.key)}/rotate`, body);
+  } catch (error) {
+    report(rotation.fields, error);
+    return;
+  } finally {
+    button.disabled = false;
+  }
+  $("rotate-dialog").close();
+  if (rotation.key.key === session.self.key) {
+    // The key in use was replaced: the page goes on with its replacement.
+    storeKey(answer.key);
+    try {
+      adopt(await readKeyInUse());
+    } catch (error) {
+      report(new Fields($("list-error")), error);
+    }
+  }
+  showCreated(answer.key, "Key rotated");
+  if (session.self) {
+    await loadPage();
+  }
+});
+
+// --- delete ---------------------------------------------------------------------------------
+
+const deletion = { key: null, fields: new Fields($("delete-error")) };
+
+function openDelete(key, opener) {
+  deletion.key = key;
+  const mine = key.key === session.self.key;
+  $("delete-self").hidden = !mine;
+  $("delete-dialog").setAttribute(
+    "aria-describedby",
+    mine ? "delete-what delete-self" : "delete-what",
+  );
+  $("delete-name").textContent = key.name;
+  $("delete-shown").textContent = key.key;
+  deletion.fields.clear();
+  showDialog($("delete-dialog"), opener);
+  $("delete-dialog").querySelector(".cancel").focus();
+}
+
+$("delete-confirm").addEventListener("click", async (event) => {
+  const button = event.currentTarget;
+  const mine = deletion.key.key === session.self.key;
+  button.disabled = true;
+  try {
+    await api("DELETE", keyPath(deletion.key.key));
+  } catch (error) {
+    report(deletion.fields, error);
+    return;
+  } finally {
+    button.disabled = false;
+  }
+  $("delete-dialog").close();
+  if (mine) {
+    // Nothing more can be asked with it: back to the key input, saying why.
+    signOut("The key in use was deleted: paste another key to go on.");
+  } else {
+    await refresh(null);
+  }
+});
+
+// --- the buttons of the list's rows ---------------------------------------------------------
+
+const ACTIONS = { Edit: openEdit, Rotate: openRotate, Delete: openDelete };
+
+$("rows").addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-action]");
+  if (button && !button.disabled) {
+    ACTIONS[button.dataset.action](listedKey(button.dataset.key), button);
+  }
+});

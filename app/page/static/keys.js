@@ -1,0 +1,201 @@
+// The list of the organization's keys: paged and filtered as the API does, each key with
+// what the key in use may do to it (and, when it may not, why).
+
+import { API, api } from "./api.js";
+import { Fields, report } from "./dialogs.js";
+import { $, element, timeOf } from "./dom.js";
+import { lacking, session } from "./session.js";
+
+export const listing = { page: 1, pageSize: 50, kind: "" };
+// The keys on screen by shown value, for the buttons of their rows.
+const listed = new Map();
+const listError = new Fields($("list-error"));
+
+export const listedKey = (shown) => listed.get(shown);
+
+function timeCell(label, iso, none, past) {
+  const cell = element("td");
+  cell.dataset.label = label;
+  if (!iso) {
+    cell.textContent = none;
+    return cell;
+  }
+  if (past && new Date(iso) <= new Date()) {
+    cell.append(past + " ");
+  }
+  cell.append(timeOf(iso));
+  return cell;
+}
+
+/** Why the key in use can never do each action to `key`; none: it may. */
+function refusals(key) {
+  const lacks = lacking(key.scopes);
+  if (lacks.length) {
+    const why = `It holds scopes the key in use lacks: ${lacks.join(", ")}.`;
+    return { Edit: why, Rotate: why, Delete: why };
+  }
+  if (key.replaced_by) {
+    return { Rotate: "It was replaced already: rotate its successor." };
+  }
+  return {};
+}
+
+function nameCell(key, nameId) {
+  const cell = element("td");
+  cell.dataset.label = "Name";
+  const title = element("div", undefined, "title");
+  const name = element("span", key.name, "key-name");
+  name.id = nameId;
+  title.append(name);
+  if (key.key === session.self.key) {
+    title.append(
+      " ",
+      element("span", "this key", "badge"),
+      element("span", ": the key you are using", "visually-hidden"),
+    );
+  }
+  const names = element("div"); // one item of the narrow layout's grid
+  names.append(title, element("code", key.key, "shown"));
+  if (key.replaced_by) {
+    const replaced = element("p", "replaced by ", "replaced");
+    replaced.append(element("code", key.replaced_by));
+    if (key.expires_at) {
+      replaced.append(", ends ", timeOf(key.expires_at));
+    }
+    names.append(replaced);
+  }
+  cell.append(names);
+  return cell;
+}
+
+function actionsCell(key, slug, nameId) {
+  const cell = element("td", undefined, "row-actions");
+  const buttons = element("div", undefined, "buttons");
+  const why = refusals(key);
+  const reasons = [...new Set(Object.values(why))];
+  for (const label of ["Edit", "Rotate", "Delete"]) {
+    const button = element("button", label);
+    button.type = "button";
+    button.dataset.key = key.key;
+    button.dataset.action = label;
+    button.disabled = label in why;
+    const described = [nameId];
+    if (button.disabled) {
+      described.push(`why-${slug}-${reasons.indexOf(why[label])}`);
+    }
+    button.setAttribute("aria-describedby", described.join(" "));
+    buttons.append(button);
+  }
+  cell.append(buttons);
+  reasons.forEach((reason, index) => {
+    const note = element("p", reason, "why");
+    note.id = `why-${slug}-${index}`;
+    cell.append(note);
+  });
+  return cell;
+}
+
+function keyRow(key) {
+  const row = element("tr");
+  const slug = key.key.replace(/[^A-Za-z0-9_-]/g, "");
+  const nameId = `name-${slug}`;
+  const kind = element("td", key.kind);
+  kind.dataset.label = "Kind";
+  const scopes = element("td");
+  scopes.dataset.label = "Scopes";
+  const list = element("ul", undefined, "scope-list");
+  for (const scope of key.scopes) {
+    list.append(element("li", scope));
+  }
+  scopes.append(list);
+  row.append(
+    nameCell(key, nameId),
+    kind,
+    scopes,
+    timeCell("Created", key.created),
+    timeCell("Last used", key.last_used, "Never"),
+    timeCell("Expires", key.expires_at, "Never", "Expired"),
+    actionsCell(key, slug, nameId),
+  );
+  return row;
+}
+
+/** Show listing.page; false when it could not be read. */
+export async function loadPage() {
+  const query = new URLSearchParams({ page: listing.page, page_size: listing.pageSize });
+  if (listing.kind) {
+    query.set("kind", listing.kind);
+  }
+  const table = $("key-table");
+  table.setAttribute("aria-busy", "true");
+  let answer;
+  try {
+    answer = await api("GET", `${API}?${query}`);
+  } catch (error) {
+    report(listError, error);
+    return false;
+  } finally {
+    table.removeAttribute("aria-busy");
+  }
+  const pages = Math.max(1, Math.ceil(answer.total_count / answer.page_size));
+  if (answer.data.length === 0 && listing.page > pages) {
+    // The last keys of the last page were deleted: show the page before.
+    listing.page = pages;
+    return loadPage();
+  }
+  listError.clear();
+  listed.clear();
+  for (const key of answer.data) {
+    listed.set(key.key, key);
+  }
+  const rows = answer.data.map(keyRow);
+  if (rows.length === 0) {
+    const empty = element("td", listing.kind ? `No ${listing.kind} keys.` : "No keys.");
+    empty.colSpan = $("key-table").tHead.rows[0].cells.length;
+    rows.push(element("tr"));
+    rows[0].append(empty);
+  }
+  $("rows").replaceChildren(...rows);
+  const count = `${answer.total_count} ${answer.total_count === 1 ? "key" : "keys"}`;
+  $("page-status").textContent = `Page ${listing.page} of ${pages} · ${count}`;
+  $("previous").disabled = listing.page <= 1;
+  $("next").disabled = listing.page >= pages;
+  return true;
+}
+
+/** After a change: the list again, and the focus on what `focus` selects, or New key. */
+export async function refresh(focus) {
+  if (await loadPage()) {
+    ((focus && document.querySelector(focus)) || $("new-key")).focus();
+  }
+}
+
+/** No key in use: nothing of the last one's list stays, and the next starts afresh. */
+export function clearList() {
+  Object.assign(listing, { page: 1, kind: "" });
+  $("filter-kind").value = "";
+  listed.clear();
+  $("rows").replaceChildren();
+  $("page-status").textContent = "";
+  listError.clear();
+}
+
+/** Move to another page, keeping the focus on the control that was used, or the table. */
+async function turn(page, control) {
+  listing.page = page;
+  await loadPage();
+  (control.disabled ? $("keys-title") : control).focus();
+}
+
+$("previous").addEventListener("click", (event) => turn(listing.page - 1, event.currentTarget));
+$("next").addEventListener("click", (event) => turn(listing.page + 1, event.currentTarget));
+$("filter-kind").addEventListener("change", (event) => {
+  listing.kind = event.currentTarget.value;
+  listing.page = 1;
+  loadPage();
+});
+$("page-size").addEventListener("change", (event) => {
+  listing.pageSize = Number(event.currentTarget.value);
+  listing.page = 1;
+  loadPage();
+});

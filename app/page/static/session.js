@@ -1,0 +1,15 @@
+// The key in use: its full value in this tab's sessionStorage only (never in a cookie,
+// localStorage, a URL or the page itself), and the key as the API shows it.
+
+const STORE = "apiKey";
+
+/** The key in use as the API shows it (name, shown value, scopes, expiry); null: none. */
+export const session = { self: null };
+
+export const storedKey = () => sessionStorage.getItem(STORE);
+export const storeKey = (key) => sessionStorage.setItem(STORE, key);
+export const forgetKey = () => sessionStorage.removeItem(STORE);
+
+/** The scopes of `scopes` that the key in use lacks: what it can never grant or touch
+ * (contract section 3). */
+export const lacking = (scopes) => scopes.filter((scope) => !session.self.scopes.includes(scope));
