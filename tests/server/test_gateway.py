@@ -235,11 +235,18 @@ def answers(port: int) -> bool:
 
 
 def through(
-    port: int, key: str | None, headers: list[tuple[str, str]] = (), body: bytes | None = None
+    port: int,
+    key: str | None,
+    headers: list[tuple[str, str]] = (),
+    body: bytes | None = None,
+    source: str = "127.0.0.1",
 ) -> Answer:
-    """A GET (a POST with `body`) of /monitors/7 from a client of the gateway at `port`,
-    sending `headers` as they are (duplicates and any spelling)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    """A GET (a POST with `body`) of /monitors/7 from a client of the gateway at `port`
+    connected from the address `source` (any of 127.0.0.0/8), sending `headers` as they are
+    (duplicates and any spelling)."""
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=10, source_address=(source, 0)
+    )
     try:
         connection.putrequest("GET" if body is None else "POST", "/monitors/7")
         if key is not None:
@@ -326,6 +333,79 @@ def test_a_key_past_its_checks_gets_the_services_429_and_a_deleted_key_401(
     assert through(gateway, doomed).status == 200
     assert service.request("DELETE", f"/api/keys/{doomed}", sdk).status == 204
     assert_passed_on(through(gateway, doomed), direct(service, doomed))
+
+
+# Whether the gateway's client gets the check's RateLimit headers on a request it lets
+# through (docs/gateways.md says why Caddy cannot); its refusals carry them either way.
+PASSES_RATELIMIT = {"nginx": True, "caddy": False}
+# The checks a refused request spends of its key's own rate_limit (nginx asks twice).
+CHECKS_PER_REFUSAL = {"nginx": 2, "caddy": 1}
+
+
+def policy_key(service: Server, **policy) -> str:
+    """A new key with monitor:read and the policy fields given."""
+    sdk = sdk_key(service)
+    body = {"name": "policy", "kind": "custom", "scopes": ["monitor:read"], **policy}
+    answer = service.request("POST", "/api/keys", sdk, body)
+    assert answer.status == 201, answer.body
+    return answer.json()["key"]
+
+
+def test_a_key_past_its_own_rate_limit_gets_the_services_429_with_its_ratelimit_headers(
+    gateway_name, gateway, service, upstream
+):
+    """Exactly `requests` pass in the window however often nginx asks on a refusal; the
+    client reads the key's RateLimit headers on each answer the gateway can pass them on."""
+    limited = policy_key(service, rate_limit={"requests": 2, "seconds": 60})
+    answers = [through(gateway, limited) for _ in range(4)]
+    assert [answer.status for answer in answers] == [200, 200, 429, 429]
+    assert len(upstream.received) == 2
+    for answer, remaining in zip(answers[:2], (1, 0), strict=True):
+        if PASSES_RATELIMIT[gateway_name]:
+            assert answer.header("RateLimit-Policy") == ['"key";q=2;w=60']
+            [state] = answer.header("RateLimit")
+            assert re.fullmatch(rf'"key";r={remaining};t=\d+', state), state
+        else:
+            assert answer.header("RateLimit") == answer.header("RateLimit-Policy") == []
+    refused = answers[-1]
+    assert json.loads(refused.body)["code"] == "rate_limited"
+    assert int(refused.header("Retry-After")[0]) >= 1
+    assert refused.header("RateLimit-Policy") == ['"key";q=2;w=60']
+    assert re.fullmatch(r'"key";r=0;t=\d+', refused.header("RateLimit")[0])
+    assert_passed_on(refused, direct(service, limited))
+    for received in upstream.received:  # the upstream reads no RateLimit header of the check's
+        assert not {name.lower() for name, _ in received} & {"ratelimit", "ratelimit-policy"}
+
+
+def test_a_refusal_for_the_scopes_spends_what_the_gateway_asks_of_the_keys_own_limit(
+    gateway_name, gateway, service
+):
+    """A key lacking the scope is refused 403 until its own limit is spent: through nginx,
+    which asks twice, after half the requests."""
+    sdk = sdk_key(service)
+    body = {"name": "no read", "kind": "custom", "scopes": ["site:read"]}
+    body["rate_limit"] = {"requests": 4, "seconds": 60}
+    lacking = service.request("POST", "/api/keys", sdk, body).json()["key"]
+    statuses = [through(gateway, lacking).status for _ in range(5)]
+    forbidden = 4 // CHECKS_PER_REFUSAL[gateway_name]
+    assert statuses == [403] * forbidden + [429] * (5 - forbidden)
+
+
+def test_a_key_with_allowed_ips_passes_from_its_address_and_gets_403_from_another(
+    gateway, service, upstream
+):
+    """The service judges the address the gateway forwards (TRUSTED_PROXIES=1), the
+    client's connection's: 127.0.0.1 is allowed, 127.0.0.2 not."""
+    placed = policy_key(service, allowed_ips=["127.0.0.1/32"])
+    passed = through(gateway, placed, source="127.0.0.1")
+    assert passed.status == 200
+    assert passed.header("RateLimit") == passed.header("RateLimit-Policy") == []  # no limit
+    elsewhere = through(gateway, placed, [("X-Forwarded-For", "127.0.0.1")], source="127.0.0.2")
+    assert elsewhere.status == 403
+    assert json.loads(elsewhere.body)["code"] == "ip_not_allowed"
+    assert elsewhere.header("Content-Type") == ["application/problem+json"]
+    assert through(gateway, placed, source="127.0.0.1").status == 200
+    assert len(upstream.received) == 2
 
 
 def test_a_check_that_names_nothing_lets_no_header_of_the_client_through(
