@@ -867,6 +867,8 @@ def test_a_mistyped_incomplete_shown_or_unknown_key_says_so(tab, server, org):
     ended = make_key(server, org.sdk, "Ended", expires_at=in_seconds(1))
     page.wait_for_timeout(1100)
     paste(ended["key"], "This key has expired")
+    disabled = make_key(server, org.sdk, "Switched off", enabled=False)
+    paste(disabled["key"], "This key is disabled")
     assert "HTTP Basic" not in page.locator("body").inner_text()
 
     # A good key clears the marks.
