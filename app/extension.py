@@ -12,14 +12,17 @@ It serves one organization (CONTRACT.md section 19), in one of two ways chosen b
 - remote, `ApiKeys(app, introspect_url=..., key=...)`: any Flask application, against a
   running service, given a managing `key`, whose organization is the one served (its name
   asked once of the service's forward auth beside `introspect_url`): each presented key is
-  checked with POST /api/introspect, and the answer kept for `cache_seconds` (default 10)
-  in a cache of at most `cache_size` keys (default 1024). That is its staleness: a key
-  deleted, expired or rescoped in the service may be taken as it was for up to
-  `cache_seconds` more.
+  checked with POST /api/introspect, with the host's request.remote_addr (after the host's
+  own ProxyFix) as `client_ip`, for a key's `allowed_ips`; the answer is kept for
+  `cache_seconds` (default 10) per key and client address, in a cache of at most
+  `cache_size` answers (default 1024). That is its staleness: a key deleted, expired,
+  disabled or rescoped in the service may be taken as it was for up to `cache_seconds`
+  more, and its own rate_limit counts one use per answer kept, not per request.
 
 Refusals are the service's, in its problem shape: 401 `unauthorized` (with the Basic
-challenge), 403 `forbidden` naming the missing scopes, and 503 `unavailable` in the remote
-way when the service does not answer.
+challenge), the key's policy's (401 `expired_key` or `disabled_key`, 403 `ip_not_allowed`,
+429 `rate_limited` with Retry-After), 403 `forbidden` naming the missing scopes, and 503
+`unavailable` in the remote way when the service does not answer.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from urllib import request as http
 from flask import Flask, current_app, g, request
 from werkzeug.local import LocalProxy
 
-from app import auth, credentials, errors, queries
+from app import auth, credentials, errors, policy, queries
 from app.errors import RETRY_SHORTLY, ApiError
+from app.limits import Allowance
 from app.scopes import SCOPES, to_bits, to_names
 
 EXTENSION = "api_keys"
@@ -56,6 +60,10 @@ class CheckedKey:
     scopes: tuple[str, ...]
     organization: str  # its name
 
+
+# What introspection said of a key from an address: its facts, or the code of its refusal
+# and the seconds to wait ("" for no key).
+Checked = CheckedKey | tuple[str, int]
 
 # The current request's key, inside a view decorated with require_scopes.
 current_key: CheckedKey = LocalProxy(lambda: g.api_key)  # type: ignore[assignment]
@@ -182,8 +190,9 @@ class _Remote:
         self.cache_seconds = cache_seconds
         self.cache_size = cache_size
         self.timeout = timeout
-        # digest of the presented key -> (when the answer goes stale, the key or None)
-        self.cache: OrderedDict[bytes, tuple[float, CheckedKey | None]] = OrderedDict()
+        # (digest of the presented key, client address) -> (when the answer goes stale, the
+        # key, or the service's refusal: (its code, its retry_after), ("", 0) for no key).
+        self.cache: OrderedDict[tuple[bytes, str | None], tuple[float, Checked]] = OrderedDict()
         self.lock = threading.Lock()
         # The managing key's organization's name, asked once.
         self.organization: str | None = None
@@ -192,27 +201,34 @@ class _Remote:
         presented = credentials.presented(request.headers.get("Authorization"))
         if presented is None:
             raise auth.unauthorized()
-        digest = hashlib.sha256(presented.key.encode("ascii")).digest()
+        address = request.remote_addr
+        entry = (hashlib.sha256(presented.key.encode("ascii")).digest(), address)
         now = time.monotonic()
         with self.lock:
-            cached = self.cache.get(digest)
+            cached = self.cache.get(entry)
         if cached is None or cached[0] <= now:
-            cached = (now + self.cache_seconds, self._introspect(presented.key))
+            cached = (now + self.cache_seconds, self._introspect(presented.key, address))
             with self.lock:
-                self.cache[digest] = cached
-                self.cache.move_to_end(digest)
+                self.cache[entry] = cached
+                self.cache.move_to_end(entry)
                 while len(self.cache) > self.cache_size:
                     self.cache.popitem(last=False)
-        if cached[1] is None:
+        checked = cached[1]
+        if isinstance(checked, CheckedKey):
+            return checked
+        code, retry_after = checked
+        if code not in policy.REFUSALS:
             raise auth.unauthorized()
-        return cached[1]
+        allowance = Allowance(False, 0, retry_after)
+        raise policy.refusal(policy.Verdict(code, allowance), auth.CHALLENGE)
 
-    def _introspect(self, token: str) -> CheckedKey | None:
-        _, body = self._ask(self.url, {"token": token})
+    def _introspect(self, token: str, address: str | None) -> Checked:
+        form = {"token": token} if address is None else {"token": token, "client_ip": address}
+        _, body = self._ask(self.url, form)
         try:
             facts = json.loads(body)
             if not facts["active"]:
-                return None
+                return (str(facts.get("code", "")), max(1, int(facts.get("retry_after", 1))))
             scopes = tuple(facts["scope"].split())
             return CheckedKey(facts["client_id"], facts["kind"], scopes, self._organization())
         except (ValueError, LookupError, TypeError, AttributeError) as failure:

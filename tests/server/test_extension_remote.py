@@ -12,6 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.extensions import db
 from app.keyformat import identifier_of
@@ -151,3 +152,46 @@ def test_an_answer_of_the_wrong_shape_is_503_not_500(org, body):
     finally:
         stub.shutdown()
         stub.server_close()
+
+
+def test_a_key_with_allowed_ips_is_judged_at_the_hosts_client_address(service):
+    """The host sends introspection its request's remote_addr (after its own ProxyFix) as
+    client_ip, and keeps each answer for the key and that address: the same key, a moment
+    later, from another address, is refused as the service refuses it."""
+    url = f"http://127.0.0.1:{service.port}"
+    app = monitors.remote(url, sdk_key(service), cache_seconds=CACHE_SECONDS)
+    app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1)
+    host = app.test_client()
+    body = {"name": "placed", "kind": "custom", "scopes": ["monitor:read"]}
+    body["allowed_ips"] = ["192.0.2.0/24"]
+    placed = service.request("POST", "/api/keys", sdk_key(service), body).json()["key"]
+
+    def from_(address: str):
+        return host.get("/monitors", auth=(placed, ""), headers={"X-Forwarded-For": address})
+
+    assert from_("192.0.2.7").status_code == 200
+    refused = from_("198.51.100.1")
+    assert (refused.status_code, refused.json["code"]) == (403, "ip_not_allowed")
+    assert refused.mimetype == "application/problem+json"
+    assert from_("192.0.2.8").status_code == 200
+    assert from_("198.51.100.1").status_code == 403  # the cached refusal
+    # A refusal the service explains is the service's, the 401 of a disabled key included.
+    update = {"enabled": False}
+    assert service.request("PUT", f"/api/keys/{placed}", sdk_key(service), update).status == 200
+    time.sleep(CACHE_SECONDS + 0.2)
+    disabled = from_("192.0.2.7")
+    assert (disabled.status_code, disabled.json["code"]) == (401, "disabled_key")
+    assert disabled.headers["WWW-Authenticate"] == 'Basic realm="api"'
+
+
+def test_a_key_past_its_own_rate_limit_is_the_services_429_with_retry_after(start_server):
+    """Each answer not kept (cache_seconds=0) is a use of the key, counted by one worker."""
+    service = start_server(workers=1)
+    host = monitors.remote(f"http://127.0.0.1:{service.port}", sdk_key(service), 0).test_client()
+    body = {"name": "limited", "kind": "custom", "scopes": ["monitor:read"]}
+    body["rate_limit"] = {"requests": 1, "seconds": 60}
+    limited = service.request("POST", "/api/keys", sdk_key(service), body).json()["key"]
+    assert host.get("/monitors", auth=(limited, "")).status_code == 200
+    refused = host.get("/monitors", auth=(limited, ""))
+    assert (refused.status_code, refused.json["code"]) == (429, "rate_limited")
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
