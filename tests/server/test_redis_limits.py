@@ -134,3 +134,35 @@ def test_hostile_requests_leave_the_per_key_count_shared_in_redis(start_server, 
         assert_rate_limited(answer)
     output = server.output()
     assert "falling back" not in output and "Traceback" not in output, output[-3000:]
+
+
+@needs_redis
+def test_a_keys_own_rate_limit_is_one_count_in_redis_for_two_servers(start_server, redis_prefix):
+    """A key's own rate_limit (CONTRACT.md section 15) is counted in the limits' storage:
+    three uses a minute in all, whichever server and worker answers, every door together."""
+    env = limits_env(TEST_REDIS_URL, redis_prefix) | {"RATELIMIT_PER_KEY": "1000/minute"}
+    first = start_server(workers=2, env=env)
+    second = start_server(workers=2, env={**env, "DATABASE_URL": first.database})
+    body = {
+        "name": "limited",
+        "kind": "sdk_integration",
+        "rate_limit": {"requests": 3, "seconds": 60},
+    }
+    limited = first.request("POST", "/api/keys", sdk_key(first), body).json()["key"]
+    uses = [
+        first.request("GET", "/api/keys?page_size=1", limited),
+        second.request("GET", "/api/forward-auth", limited),
+        first.request("GET", "/api/keys?page_size=1", limited),
+    ]
+    assert [answer.status for answer in uses] == [200, 204, 200]
+    remaining = [answer.headers["RateLimit"].split(";")[1] for answer in uses]
+    assert remaining == ["r=2", "r=1", "r=0"]  # one count, not one per process
+    for server in (first, second):
+        refused = server.request("GET", "/api/keys", limited)
+        assert_rate_limited(refused)
+        assert refused.headers["RateLimit-Policy"] == '"key";q=3;w=60'
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        assert list(client.scan_iter(match=f"*{redis_prefix}*key*")), "no key count in Redis"
+    finally:
+        client.close()
