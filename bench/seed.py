@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 
 from app import create_app, keyformat
 from app.database import upgrade
@@ -17,6 +17,14 @@ from app.scopes import BITS
 from app.timestamps import utcnow
 
 BATCH = 5_000
+# With metadata: each organization's keys spread evenly over this many teams.
+TEAMS = 100
+# A team's index entries, from the metadata every seeded key then has (SQLite's JSON).
+_INDEX_METADATA = text(
+    "INSERT INTO key_metadata (key_id, organization_id, name, value) "
+    "SELECT id, organization_id, 'team', json_extract(metadata, '$.team') FROM api_keys "
+    "WHERE json_extract(metadata, '$.team') IS NOT NULL"
+)
 
 
 @dataclass
@@ -30,9 +38,11 @@ class Seeded:
     keys_per_organization: int
 
 
-def seed(url: str, keys: int, organizations: int = 4) -> Seeded:
+def seed(url: str, keys: int, organizations: int = 4, metadata: bool = False) -> Seeded:
     """Migrate the database at `url` and fill it; `keys` are shared evenly by
-    `organizations` organizations, plus one organization for the writes."""
+    `organizations` organizations, plus one organization for the writes. With `metadata`,
+    each seeded key has {"team": "team-<n>"}, n from 0 to TEAMS - 1, evenly in each
+    organization, indexed for the list's metadata[team]= filter."""
     app = create_app({"SQLALCHEMY_DATABASE_URI": url, "RATELIMIT_ENABLED": False})
     upgrade(app)
     per_organization = keys // organizations
@@ -58,11 +68,16 @@ def seed(url: str, keys: int, organizations: int = 4) -> Seeded:
                     "last_used": None,
                 }
             )
+            if metadata:
+                team = (number // organizations) % TEAMS
+                rows[-1]["metadata_"] = {"team": f"team-{team}"}
             if len(rows) == BATCH:
                 db.session.execute(insert(ApiKey), rows)
                 rows = []
         if rows:
             db.session.execute(insert(ApiKey), rows)
+        if metadata:
+            db.session.execute(_INDEX_METADATA)
         target, _ = service.mint_key(
             "bench-writes", {"name": "renamed", "kind": "custom", "scope_bits": BITS["site:read"]}
         )

@@ -138,3 +138,9 @@ def test_bare_flask_is_served_with_the_projects_settings_and_no_access_log(monke
     assert bare_settings["logger_class"] == project["logger_class"]
     monkeypatch.setenv("BENCH_BARE_ACCESS_LOG", "on")
     assert runpy.run_path(str(run.BARE_CONFIG))["accesslog"] == "-"
+
+
+def test_bench_scenarios_names_the_scenarios_to_run():
+    plan = [run.Scenario(name, "big", "/api/keys") for name in ("get_big", "list_50")]
+    assert run.chosen(plan, "") == plan
+    assert [scenario.name for scenario in run.chosen(plan, " list_50, nothing")] == ["list_50"]

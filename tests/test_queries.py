@@ -124,6 +124,7 @@ FILTERS = [
     ({"state": "active"}, "ix_api_keys_expiry"),
     ({"state": "expired"}, "ix_api_keys_expiry"),
     ({"unused_since": datetime(2999, 1, 1)}, "ix_api_keys_last_used"),
+    ({"metadata": {"team": "team-7"}}, "ix_key_metadata_lookup"),  # bench: list_metadata_50_big
 ]
 
 
