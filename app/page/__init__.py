@@ -3,10 +3,11 @@
 The page is the project's own HTML, JavaScript and CSS, served from here with no build
 step and nothing from another origin. Its script calls the public REST API (/api/keys)
 with the key the person pastes, as any client does: every rule stays in the API.
-The kinds, their fixed scopes, a key's shape (so that the page can tell a person that what
-they pasted is not a whole key before sending it anywhere) and the longest grace period of
-a rotation come from app/scopes.py, app/keyformat.py and app/keys/schemas.py, written into
-the HTML as data attributes when it is served (the page runs no inline script).
+The scopes, the kinds and their fixed scopes, the audit log's actions, a key's shape (so
+that the page can tell a person that what they pasted is not a whole key before sending it
+anywhere) and the longest grace period of a rotation come from app/scopes.py, app/audit,
+app/keyformat.py and app/keys/schemas.py, written into the HTML when it is served (the page
+runs no inline script).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, render_template, request
 
 from app import keyformat
+from app.audit import ACTIONS
 from app.keys.schemas import MAX_GRACE_SECONDS
-from app.scopes import FIXED, KINDS, to_names
+from app.scopes import FIXED, KINDS, SCOPES, to_names
 
 bp = Blueprint(
     "page",
@@ -71,6 +73,8 @@ def page() -> Response:
             "shown-suffix": keyformat.SHOWN_SUFFIX,
         },
         max_grace=MAX_GRACE_SECONDS,
+        scopes=SCOPES,
+        actions=ACTIONS,
     )
     response = current_app.response_class(body, mimetype="text/html")
     response.add_etag()

@@ -187,6 +187,11 @@ def dialog(page: Page, title: str):
     return page.get_by_role("dialog", name=title)
 
 
+def scope_boxes(form):
+    """The scope checkboxes of a create or edit dialog (Enabled is a checkbox too)."""
+    return form.get_by_role("group", name="Scopes").get_by_role("checkbox")
+
+
 def make_key(server: Server, key: str, name: str, scopes=("monitor:read",), kind="custom", **more):
     body = {"name": name, "kind": kind, **more}
     if kind == "custom":
@@ -292,7 +297,7 @@ def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, scr
     form = dialog(page, "Create a key")
     form.get_by_label("Name", exact=True).fill("CI deploys (production)")
     expect(form.get_by_label("Kind", exact=True)).to_have_value("custom")
-    boxes = form.get_by_role("checkbox")
+    boxes = scope_boxes(form)
     expect(boxes).to_have_count(11)  # an sdk_integration key holds every scope
     form.get_by_role("checkbox", name="monitor:read", exact=True).check()
     form.get_by_role("checkbox", name="monitor:write", exact=True).check()
@@ -328,7 +333,7 @@ def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, scr
     # A fixed kind: its scopes are said, not offered.
     page.get_by_role("button", name="New key").click()
     form.get_by_label("Kind", exact=True).select_option("telemetry")
-    expect(form.get_by_role("checkbox")).to_have_count(0)
+    expect(scope_boxes(form)).to_have_count(0)
     expect(form).to_contain_text("The scopes of a telemetry key are fixed: monitor:telemetry.")
     form.get_by_label("Name", exact=True).fill("Status page monitor")
     expect(form.get_by_label("Expires")).to_have_value("")
@@ -349,7 +354,7 @@ def test_refusals_show_in_the_dialog_that_asked(tab, server, org, screenshots):
     page.get_by_role("button", name="New key").click()
     form = dialog(page, "Create a key")
     # Only the scopes the key in use holds are offered.
-    boxes = form.get_by_role("checkbox")
+    boxes = scope_boxes(form)
     expect(boxes).to_have_count(2)
     assert [box.get_attribute("value") for box in boxes.all()] == ["monitor:read", "monitor:write"]
 
@@ -373,7 +378,7 @@ def test_refusals_show_in_the_dialog_that_asked(tab, server, org, screenshots):
     edit.get_by_role("button", name="Save").click()
     expect(row(page, "Monitors only").get_by_role("listitem")).to_have_text(["monitor:read"])
     page.get_by_role("button", name="New key").click()
-    expect(form.get_by_role("checkbox")).to_have_count(1)
+    expect(scope_boxes(form)).to_have_count(1)
 
 
 def test_edit_offers_the_same_inputs_and_saves(tab, server, org, screenshots):
@@ -418,7 +423,7 @@ def test_edit_offers_the_same_inputs_and_saves(tab, server, org, screenshots):
 
     # A key of a fixed kind: its name changes, its scopes are said, not offered.
     row(page, "Telemetry").get_by_role("button", name="Edit").click()
-    expect(form.get_by_role("checkbox")).to_have_count(0)
+    expect(scope_boxes(form)).to_have_count(0)
     expect(form).to_contain_text("The scopes of a telemetry key are fixed")
     form.get_by_label("Name", exact=True).fill("Telemetry (old)")
     form.get_by_label("Name", exact=True).press("Enter")
@@ -910,10 +915,10 @@ def test_field_errors_use_the_labels_on_screen_and_are_tied_to_their_inputs(tab,
     expect(name).not_to_have_attribute("aria-invalid", "true")
     expect(name).to_have_accessible_description("")
     expect(expires).not_to_have_attribute("aria-invalid", "true")
-    for box in form.get_by_role("checkbox").all():
+    for box in scope_boxes(form).all():
         expect(box).to_have_attribute("aria-invalid", "true")
         expect(box).to_have_accessible_description(re.compile(r"^Scopes: A custom key needs"))
-    expect(form.get_by_role("checkbox").first).to_be_focused()
+    expect(scope_boxes(form).first).to_be_focused()
     assert "scopes:" not in form.inner_text()
     form.get_by_role("checkbox", name="site:read").check()
     form.get_by_role("button", name="Create").click()
@@ -1105,12 +1110,22 @@ def test_a_replaced_key_the_key_in_use_and_when_keys_were_made_are_shown(
 DIALOGS = ("create", "edit", "rotate", "delete", "new-key", "close-new-key")
 
 
+POLICY = {
+    "enabled": False,
+    "allowed_ips": ["10.0.0.0/8", "2001:db8:1234:5678:9abc:def0:1234:5600/120"],
+    "rate_limit": {"requests": 1000000, "seconds": 86400},
+    "metadata": {"customer": "c-42", "ticket": "a rather long ticket reference, " * 3},
+}
+
+
 def open_dialog(page: Page, which: str):
     """Open the dialog `which` (of DIALOGS); it, found by its name."""
     if which == "create":
         page.get_by_role("button", name="New key").click()
-        return dialog(page, "Create a key")
-    if which == "edit":
+        form = dialog(page, "Create a key")
+        form.get_by_role("button", name="Add metadata").click()  # a row of its own
+        return form
+    if which == "edit":  # with a policy of every kind
         row(page, "Nightly backups").get_by_role("button", name="Edit").click()
         return dialog(page, "Edit key")
     if which == "rotate":
@@ -1163,7 +1178,7 @@ OVERFLOWING = """dialog => {
 
 @pytest.mark.parametrize("width", [360, 390, 400, 430])
 def test_every_dialog_fits_from_360_to_430_pixels(tab, server, org, screenshots, width):
-    make_key(server, org.sdk, "Nightly backups", expires_at="2031-01-15T06:15:30Z")
+    make_key(server, org.sdk, "Nightly backups", expires_at="2031-01-15T06:15:30Z", **POLICY)
     page = tab.page
     page.set_viewport_size({"width": width, "height": 844})
     use_key(page, org.sdk)
@@ -1229,7 +1244,9 @@ WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, size):
     """axe-core (pinned in tests/server/axe) injected into each view, its dialogs and their
     error states: no violation of WCAG 2.0 and 2.1, levels A and AA."""
-    make_key(server, org.sdk, "Nightly backups", ["site:read"], expires_at=in_seconds(86400))
+    make_key(
+        server, org.sdk, "Nightly backups", ["site:read"], expires_at=in_seconds(86400), **POLICY
+    )
     rotated = server.request(
         "POST",
         f"/api/keys/{identifier(make_key(server, org.sdk, 'Weekly')['key'])}/rotate",
@@ -1247,6 +1264,7 @@ def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, siz
     violations = {}
 
     def check(view: str) -> None:
+        expect(page.locator('[aria-busy="true"]')).to_have_count(0)  # a list loading is dimmed
         if not page.evaluate("() => typeof axe === 'object'"):
             page.evaluate(source)
         found = page.evaluate(
@@ -1272,10 +1290,451 @@ def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, siz
             shown.get_by_role("button", name="Create").click()
             expect(shown.get_by_role("alert")).not_to_be_empty()
             check("create, field errors")
+        if which == "edit":  # the policy's errors, the page's and the API's
+            shown.get_by_label("Per seconds").fill("")
+            shown.get_by_label("Metadata name").first.fill("bad name")
+            shown.get_by_role("button", name="Save").click()
+            expect(shown.get_by_role("alert")).not_to_be_empty()
+            check("edit, the page's policy errors")
+            shown.get_by_label("Per seconds").fill("60")
+            shown.get_by_label("Allowed IPs").fill("10.0.0.1/8")
+            shown.get_by_role("button", name="Save").click()
+            expect(shown.get_by_role("alert")).to_contain_text("Allowed IPs, Metadata")
+            check("edit, the API's policy errors")
         if which == "rotate":
             shown.get_by_label("Grace period (seconds)").fill("")
             shown.get_by_role("button", name="Rotate key").click()
             expect(shown.get_by_role("alert")).not_to_be_empty()
             check("rotate, field errors")
         close_dialog(page, which, shown)
+    # The filters in use; the audit log, with the key that may read it.
+    page.get_by_label("State").select_option("disabled")
+    page.get_by_label("Unused for").select_option("30")
+    expect(page.get_by_text("Page 1 of 1 · 1 key", exact=True)).to_be_visible()
+    check("list, filtered")
+    page.get_by_role("button", name="Forget key").click()
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Audit log").click()
+    expect(page.get_by_text(re.compile(r"^Page 1 of 1 · \d+ events$"))).to_be_visible()
+    check("audit log")
+    page.get_by_label("Action").select_option("key.revoked")
+    expect(page.get_by_text("No key.revoked events.")).to_be_visible()
+    check("audit log, nothing found")
     assert violations == {}
+
+
+# --- a key's policy, the filters and the audit log (contract sections 15, 10 and 18) ----------
+
+
+def sent_bodies(page: Page, method: str) -> list[dict]:
+    """The JSON bodies the page sends with `method` to /api/keys..., as they are sent."""
+    bodies: list[dict] = []
+
+    def on_request(request) -> None:
+        if request.method == method and "/api/keys" in request.url:
+            bodies.append(json.loads(request.post_data or "null"))
+
+    page.on("request", on_request)
+    return bodies
+
+
+def test_create_and_edit_carry_a_keys_policy(tab, server, org, screenshots):
+    page = tab.page
+    use_key(page, org.sdk)
+    posted, put = sent_bodies(page, "POST"), sent_bodies(page, "PUT")
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    expect(form.get_by_role("checkbox", name="Enabled")).to_be_checked()
+    expect(form.get_by_label("Allowed IPs")).to_have_accessible_description(
+        re.compile(r"One address or network per line.*Empty: from anywhere\.")
+    )
+    expect(form.get_by_label("Metadata name")).to_have_count(0)
+    form.get_by_label("Name", exact=True).fill("Billing export")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    form.get_by_label("Allowed IPs").fill("10.0.0.0/8\n\n  2001:db8::/32 \n")
+    form.get_by_label("Requests").fill("100")
+    form.get_by_label("Per seconds").fill("60")
+    expect(form.get_by_label("Requests")).to_have_accessible_description(
+        re.compile("Both empty: no limit of its own")
+    )
+    for _ in range(3):
+        form.get_by_role("button", name="Add metadata").click()
+    expect(form.get_by_label("Metadata name").last).to_be_focused()
+    names, values = form.get_by_label("Metadata name"), form.get_by_label("Metadata value")
+    names.nth(0).fill("customer")
+    values.nth(0).fill("c-42")
+    names.nth(1).fill("scratch")
+    names.nth(2).fill("team")
+    values.nth(2).fill("billing")
+    expect(form.get_by_role("button", name="Remove metadata scratch")).to_be_visible()
+    form.get_by_role("button", name="Remove metadata scratch").click()
+    expect(names).to_have_count(2)
+    expect(names.nth(1)).to_be_focused()  # the row after the removed one
+    form.get_by_role("button", name="Add metadata").click()  # left empty: says nothing
+    screenshot(page, screenshots, "create-policy")
+    page.set_viewport_size(NARROW)
+    form.get_by_role("button", name="Add metadata").scroll_into_view_if_needed()
+    screenshot(page, screenshots, "dialog-create-policy-390")
+    page.set_viewport_size(WIDE)
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+
+    assert posted[-1] == {
+        "name": "Billing export",
+        "kind": "custom",
+        "scopes": ["monitor:read"],
+        "allowed_ips": ["10.0.0.0/8", "2001:db8::/32"],
+        "rate_limit": {"requests": 100, "seconds": 60},
+        "metadata": {"customer": "c-42", "team": "billing"},
+    }
+    [made] = [
+        k
+        for k in server.request("GET", "/api/keys", org.sdk).json()["data"]
+        if k["name"] == "Billing export"
+    ]
+    assert (made["enabled"], made["allowed_ips"], made["rate_limit"], made["metadata"]) == (
+        True,
+        ["10.0.0.0/8", "2001:db8::/32"],
+        {"requests": 100, "seconds": 60},
+        {"customer": "c-42", "team": "billing"},
+    )
+    listed = row(page, "Billing export")
+    expect(listed).to_contain_text("limited to 100 per 60 s · from 2 networks")
+    expect(listed).not_to_contain_text("disabled")
+
+    # Edit shows the policy, and sends only what changed.
+    listed.get_by_role("button", name="Edit").click()
+    edit = dialog(page, "Edit key")
+    expect(edit.get_by_role("checkbox", name="Enabled")).to_be_checked()
+    expect(edit.get_by_label("Allowed IPs")).to_have_value("10.0.0.0/8\n2001:db8::/32")
+    expect(edit.get_by_label("Requests")).to_have_value("100")
+    expect(edit.get_by_label("Per seconds")).to_have_value("60")
+    expect(edit.get_by_label("Metadata name")).to_have_count(2)
+    expect(edit.get_by_label("Metadata value").nth(1)).to_have_value("billing")
+    edit.get_by_role("checkbox", name="Enabled").uncheck()
+    edit.get_by_label("Requests").fill("")
+    edit.get_by_label("Per seconds").fill("")
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert put[-1] == {"enabled": False, "rate_limit": None}
+    expect(row(page, "Billing export")).to_contain_text("disabled")
+    expect(row(page, "Billing export")).not_to_contain_text("limited to")
+
+    row(page, "Billing export").get_by_role("button", name="Edit").click()
+    edit.get_by_role("button", name="Remove metadata team").click()
+    expect(edit.get_by_label("Metadata name")).to_be_focused()  # the row before: the last
+    edit.get_by_label("Allowed IPs").fill("")
+    edit.get_by_role("checkbox", name="Enabled").check()
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert put[-1] == {"enabled": True, "allowed_ips": [], "metadata": {"customer": "c-42"}}
+    stored = read_key(server, org.sdk, made["key"])
+    assert (stored["enabled"], stored["allowed_ips"], stored["rate_limit"], stored["metadata"]) == (
+        True,
+        [],
+        None,
+        {"customer": "c-42"},
+    )
+    expect(row(page, "Billing export")).to_contain_text("metadata: customer")
+
+    # Nothing changed: nothing is sent.
+    row(page, "Billing export").get_by_role("button", name="Edit").click()
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert len(put) == 2
+
+
+def test_policy_errors_land_under_their_inputs_by_their_labels(tab, server, org):
+    page = tab.page
+    use_key(page, org.sdk)
+    posted = sent_bodies(page, "POST")
+    tab.expect_refusal(422)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    form.get_by_label("Name", exact=True).fill("Bad policy")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    requests, seconds = form.get_by_label("Requests"), form.get_by_label("Per seconds")
+    ips = form.get_by_label("Allowed IPs")
+    summary = form.get_by_role("alert")
+
+    # What an input cannot hand over, the page says: a limit without its window, a name twice.
+    requests.fill("100")
+    form.get_by_role("button", name="Add metadata").click()
+    form.get_by_role("button", name="Add metadata").click()
+    names, values = form.get_by_label("Metadata name"), form.get_by_label("Metadata value")
+    names.nth(0).fill("team")
+    names.nth(1).fill("team")
+    form.get_by_role("button", name="Create").click()
+    expect(summary).to_have_text("The request is not valid: Rate limit, Metadata.")
+    expect(seconds).to_have_attribute("aria-invalid", "true")
+    expect(seconds).to_have_accessible_description(
+        re.compile(r"^Per seconds: Give both, or empty Requests too for no limit\.")
+    )
+    expect(requests).not_to_have_attribute("aria-invalid", "true")
+    expect(seconds).to_be_focused()
+    for index in (0, 1):
+        expect(names.nth(index)).to_have_accessible_description(
+            "Metadata name “team”: Given more than once."
+        )
+    assert posted == []
+
+    # The API's: each message under its input, by the line or row it concerns.
+    seconds.fill("0")
+    names.nth(1).fill("bad name")
+    values.nth(0).fill("x" * 501)
+    ips.fill("10.0.0.0/8\n\n10.0.0.1/8")
+    form.get_by_role("button", name="Create").click()
+    expect(summary).to_have_text("The request is not valid: Allowed IPs, Rate limit, Metadata.")
+    expect(ips).to_have_attribute("aria-invalid", "true")
+    expect(ips).to_have_accessible_description(
+        re.compile(r"^Allowed IPs, line 3: Has host bits set: give the network's own address")
+    )
+    expect(seconds).to_have_accessible_description(re.compile(r"^Per seconds: Must be"))
+    expect(requests).not_to_have_attribute("aria-invalid", "true")
+    expect(names.nth(1)).to_have_attribute("aria-invalid", "true")
+    expect(names.nth(1)).to_have_accessible_description(
+        re.compile(r"Metadata name “bad name”: Names are 1 to 40 characters")
+    )
+    expect(values.nth(0)).to_have_attribute("aria-invalid", "true")
+    expect(values.nth(0)).to_have_accessible_description(
+        re.compile(r"Metadata value of “team”: Longer than maximum length 500")
+    )
+    expect(names.nth(0)).not_to_have_attribute("aria-invalid", "true")
+    expect(ips).to_be_focused()
+    text = form.inner_text()
+    for api_name in ("allowed_ips", "rate_limit", "Item "):
+        assert api_name not in text
+    form.get_by_role("button", name="Cancel").click()
+
+
+def test_what_exceeds_the_key_in_use_is_said_at_its_input(tab, server, org):
+    """403 exceeds_caller (contract section 15) names allowed_ips or expires_at: the alert
+    says the API's detail once, and the input it concerns is marked and described by it."""
+    mine = make_key(
+        server,
+        org.sdk,
+        "Local only",
+        ["monitor:read"],
+        allowed_ips=["127.0.0.0/8"],
+        expires_at="2035-05-06T07:08:00Z",
+    )
+    page = tab.page
+    use_key(page, mine["key"])
+    tab.expect_refusal(403)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    ips = form.get_by_label("Allowed IPs")
+    expect(ips).to_have_accessible_description(
+        re.compile(r"The key in use is limited to 127\.0\.0\.0/8: empty means the same")
+    )
+    form.get_by_label("Name", exact=True).fill("Elsewhere")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    ips.fill("10.0.0.0/8")
+    form.get_by_role("button", name="Create").click()
+    summary = form.get_by_role("alert")
+    expect(summary).to_have_text(re.compile("The calling key is limited to some addresses"))
+    expect(ips).to_have_attribute("aria-invalid", "true")
+    expect(ips).to_have_accessible_description(re.compile("^The calling key is limited"))
+    expect(form.get_by_text(re.compile("The calling key is limited"))).to_have_count(1)
+
+    ips.fill("127.0.0.0/16")
+    form.get_by_label("Expires").fill("2036-01-01T00:00")
+    form.get_by_role("button", name="Create").click()
+    expect(summary).to_have_text(re.compile("The calling key expires at"))
+    expect(form.get_by_label("Expires")).to_have_attribute("aria-invalid", "true")
+    expect(ips).not_to_have_attribute("aria-invalid", "true")
+    form.get_by_label("Expires").fill("")
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    expect(row(page, "Elsewhere")).to_contain_text("from 127.0.0.0/16")
+
+
+def test_the_list_says_disabled_and_limited_and_filters_by_state_and_use(
+    tab, server, org, screenshots
+):
+    make_key(server, org.sdk, "Switched off", enabled=False)
+    make_key(
+        server,
+        org.sdk,
+        "Limited",
+        rate_limit={"requests": 100, "seconds": 60},
+        allowed_ips=["10.0.0.0/8", "2001:db8:1234:5678:9abc:def0:1234:5600/120"],
+        metadata={"customer": "c-42", "team": "a team with a rather long name"},
+    )
+    make_key(server, org.sdk, "Ended", expires_at=in_seconds(1))
+    for number in range(1, 11):
+        make_key(server, org.sdk, f"Off {number:02}", enabled=False)
+    page = tab.page
+    page.wait_for_timeout(1100)
+    use_key(page, org.sdk)
+    urls: list[str] = []
+    page.on("request", lambda request: "/api/keys?" in request.url and urls.append(request.url))
+
+    off = row(page, "Switched off")
+    expect(off.get_by_text("disabled", exact=True)).to_be_visible()  # words, not colour alone
+    expect(row(page, "Limited")).to_contain_text(
+        "limited to 100 per 60 s · from 2 networks · metadata: customer, team"
+    )
+    expect(row(page, "Limited")).not_to_contain_text("disabled")
+    screenshot(page, screenshots, "list-policy")
+
+    state = page.get_by_label("State")
+    state.select_option("disabled")
+    expect(page.get_by_text("Page 1 of 1 · 11 keys")).to_be_visible()
+    assert "enabled=false" in urls[-1] and "state=" not in urls[-1]
+    page.get_by_label("Keys per page").select_option("10")
+    expect(page.get_by_text("Page 1 of 2 · 11 keys")).to_be_visible()
+    page.get_by_role("button", name="Next page").click()
+    expect(page.get_by_text("Page 2 of 2 · 11 keys")).to_be_visible()
+    assert names_listed(page) == ["Off 10"]
+    page.get_by_label("Filter by kind").select_option("telemetry")  # combined: none
+    expect(page.get_by_text("Page 1 of 1 · 0 keys")).to_be_visible()
+    expect(page.get_by_role("cell", name="No keys match these filters.")).to_be_visible()
+    page.get_by_label("Filter by kind").select_option("")
+    page.get_by_label("Keys per page").select_option("50")
+
+    state.select_option("expired")
+    expect(page.get_by_text("Page 1 of 1 · 1 key", exact=True)).to_be_visible()
+    assert names_listed(page) == ["Ended"]
+    state.select_option("active")
+    expect(page.get_by_text("Page 1 of 1 · 14 keys")).to_be_visible()
+    assert "state=active" in urls[-1]
+    state.select_option("")
+
+    # Unused for 30 days: every key but the one in use (each the page reads is used).
+    page.get_by_label("Unused for").select_option("30")
+    expect(page.get_by_text("Page 1 of 1 · 14 keys")).to_be_visible()
+    assert "SDK Integration" not in names_listed(page)
+    since = re.search(r"unused_since=([^&]+)", urls[-1]).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d\.\d{3}Z", since), since
+    moment = datetime.fromisoformat(since.replace("%3A", ":").replace("Z", "+00:00"))
+    assert abs((datetime.now(UTC) - moment) - timedelta(days=30)) < timedelta(minutes=1)
+    page.get_by_label("Unused for").select_option("90")
+    state.select_option("disabled")
+    expect(page.get_by_text("Page 1 of 1 · 11 keys")).to_be_visible()
+    assert "enabled=false" in urls[-1] and "unused_since=" in urls[-1]
+
+    # At 390 px: nothing wider than the window.
+    state.select_option("")
+    page.get_by_label("Unused for").select_option("")
+    page.set_viewport_size(NARROW)
+    expect(page.get_by_text("Page 1 of 1 · 15 keys")).to_be_visible()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW["width"]
+    row(page, "Limited").scroll_into_view_if_needed()
+    screenshot(page, screenshots, "list-policy-narrow")
+
+
+def test_the_audit_log_shows_the_organizations_events(tab, server, org, screenshots):
+    for number in range(1, 9):
+        make_key(server, org.sdk, f"Batch {number}")
+    nightly = make_key(server, org.sdk, "Nightly", ["monitor:read"])
+    changed = server.request(
+        "PUT",
+        f"/api/keys/{identifier(nightly['key'])}",
+        org.sdk,
+        {
+            "name": "Nightly backups",
+            "rate_limit": {"requests": 100, "seconds": 60},
+            "enabled": False,
+            "expires_at": "2031-01-15T06:15:00Z",
+        },
+    )
+    assert changed.status == 200
+    rotated = server.request(
+        "POST", f"/api/keys/{identifier(nightly['key'])}/rotate", org.sdk, {"grace_seconds": 60}
+    )
+    assert rotated.status == 201
+    page = tab.page
+    use_key(page, org.sdk)
+    audit = page.get_by_role("button", name="Audit log")
+    expect(audit).to_be_enabled()
+    audit.click()
+    expect(page.get_by_role("heading", name="Audit log")).to_be_focused()
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
+    table = page.get_by_role("table", name="Audit log")
+    headers = table.get_by_role("columnheader").all_text_contents()
+    assert headers == ["Time", "Action", "Actor", "Target", "Changes"]
+    expect(page.get_by_text("Page 1 of 1 · 14 events")).to_be_visible()
+
+    events = server.request("GET", "/api/audit?action=key.updated", org.sdk).json()["data"]
+    [update] = events
+    updated = table.get_by_role("row").filter(has=page.get_by_text("key.updated", exact=True))
+    expect(updated).to_have_count(1)
+    expect(updated.get_by_role("cell").first).to_contain_text(shown_time(update["at"]))
+    expect(updated).to_contain_text(identifier(org.sdk) + "...")  # the actor
+    expect(updated).to_contain_text(identifier(nightly["key"]) + "...")  # the target
+    changes = updated.get_by_role("listitem")
+    expect(changes).to_contain_text(
+        [
+            "Name: Nightly → Nightly backups",
+            "Expires: never → 15 Jan 2031, 12:00",
+            "Enabled: yes → no",
+            "Rate limit: none → 100 per 60 s",
+        ]
+    )
+    rotation = table.get_by_role("row").filter(has=page.get_by_text("key.rotated", exact=True))
+    expect(rotation).to_contain_text("Replaced by: " + identifier(rotated.json()["key"]) + "...")
+    expect(rotation).to_contain_text("Grace period (seconds): 60")
+    first = table.get_by_role("row").filter(has=page.get_by_text("Telemetry", exact=False)).last
+    expect(first).to_contain_text("operator")
+    expect(first).to_contain_text("Name: Telemetry")
+    expect(first).to_contain_text("Scopes: monitor:telemetry")
+    expect(first).not_to_contain_text("Enabled")  # a default is no news
+    screenshot(page, screenshots, "audit")
+
+    # The Action filter, and paging.
+    page.get_by_label("Action").select_option("key.updated")
+    expect(page.get_by_text("Page 1 of 1 · 1 event", exact=True)).to_be_visible()
+    expect(table.get_by_role("row")).to_have_count(2)
+    page.get_by_label("Action").select_option("key.created")
+    page.get_by_label("Events per page").select_option("10")
+    expect(page.get_by_text("Page 1 of 2 · 12 events")).to_be_visible()
+    page.get_by_role("button", name="Next page").click()
+    expect(page.get_by_text("Page 2 of 2 · 12 events")).to_be_visible()
+    expect(table.get_by_role("row")).to_have_count(3)
+    expect(page.get_by_role("button", name="Next page")).to_be_disabled()
+    page.get_by_label("Action").select_option("key.revoked")
+    expect(table.get_by_role("cell", name="No key.revoked events.")).to_be_visible()
+    page.get_by_label("Action").select_option("")
+
+    # At 390 px: each event a card, nothing wider than the window.
+    page.set_viewport_size(NARROW)
+    expect(page.get_by_text("Page 1 of 2 · 14 events")).to_be_visible()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW["width"]
+    screenshot(page, screenshots, "audit-narrow")
+    page.set_viewport_size(WIDE)
+
+    # Back to the keys, and by the keyboard alone there and back.
+    page.get_by_role("button", name="Back to keys").click()
+    expect(audit).to_be_focused()
+    expect(page.get_by_role("heading", name="Audit log")).to_be_hidden()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Audit log")).to_be_focused()
+    expect(page.get_by_text("Page 1 of 2 · 14 events")).to_be_visible()  # afresh, 10 a page
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Back to keys")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(audit).to_be_focused()
+
+    # Forgetting the key leaves the audit log too.
+    audit.click()
+    page.get_by_role("button", name="Forget key").click()
+    expect(page.get_by_role("heading", name="Audit log")).to_be_hidden()
+    expect(page.get_by_label("API key")).to_be_focused()
+
+
+def test_the_audit_log_is_offered_only_to_a_key_holding_every_scope(tab, server, org):
+    mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"])
+    page = tab.page
+    use_key(page, mine["key"])
+    audit = page.get_by_role("button", name="Audit log")
+    expect(audit).to_be_disabled()
+    why = re.compile(
+        r"only a key holding every scope may read it; the key in use lacks .*site:read"
+    )
+    expect(audit).to_have_accessible_description(why)
+    expect(page.get_by_text(why)).to_be_visible()
+    page.get_by_role("button", name="Forget key").click()
+    use_key(page, org.sdk)
+    expect(audit).to_be_enabled()
+    expect(audit).to_have_accessible_description("")

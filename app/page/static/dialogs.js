@@ -33,7 +33,10 @@ export function showDialog(dialog, opener) {
 /**
  * Where a refusal is shown: a region (role alert) for what went wrong, and the fields of a
  * form, each named as its label on screen says, not as the API does:
- * `{apiName: {label, message (the element beside the input), inputs: () => [elements]}}`.
+ * `{apiName: {label, message (the element beside the input), inputs: (messages) => [elements],
+ * words: (messages) => text}}`. `inputs` given the API's messages may pick the inputs they
+ * concern (a line, a row), given none it names them all; `words` (optional) says the
+ * messages in the form's terms (default: "label: messages").
  */
 export class Fields {
   constructor(region, fields = {}) {
@@ -78,10 +81,13 @@ export class Fields {
     let first = null;
     for (const name of marked) {
       const field = this.fields[name];
+      const messages = [].concat(errors[name]);
       if (refusal.invalid) {
-        field.message.textContent = `${field.label}: ${[].concat(errors[name]).join(" ")}`;
+        field.message.textContent = field.words
+          ? field.words(messages)
+          : `${field.label}: ${messages.join(" ")}`;
       }
-      for (const input of field.inputs()) {
+      for (const input of field.inputs(messages)) {
         input.setAttribute("aria-invalid", "true");
         describedBy(input, [refusal.invalid ? field.message.id : this.region.id]);
         first = first || input;

@@ -7,6 +7,7 @@ import { $, describedBy, element, listed, when } from "./dom.js";
 import { listedKey, loadPage, refresh } from "./keys.js";
 import { adopt, readKeyInUse, signOut } from "./signin.js";
 import { showCreated } from "./new-key.js";
+import { fillPolicy, policyFields, policyOf, unchanged } from "./policy.js";
 import { lacking, session, storeKey } from "./session.js";
 
 /** When the key in use expires, as people read it; null: never. */
@@ -36,7 +37,20 @@ form.fields = new Fields($("key-dialog-error"), {
     inputs: () => [...form.boxes.querySelectorAll("input")],
   },
   expires_at: { label: "Expires", message: $("key-expires-error"), inputs: () => [form.expires] },
+  ...policyFields,
 });
+
+/** What the Allowed IPs input may hold, by the key in use's own (contract section 15). */
+function ipRule(creating) {
+  const own = session.self.allowed_ips;
+  if (!own.length) {
+    return "Empty: from anywhere.";
+  }
+  const where = `The key in use is limited to ${own.join(", ")}`;
+  return creating
+    ? `${where}: empty means the same; any address given must lie inside them.`
+    : `${where}: any address given must lie inside them, and empty is refused.`;
+}
 
 function scopeBoxes(checked) {
   const boxes = session.self.scopes.map((scope) => {
@@ -108,6 +122,7 @@ $("new-key").addEventListener("click", (event) => {
       : "Empty: the key never expires.",
     !ends,
   );
+  fillPolicy(null, { ips: ipRule(true), enabled: "" });
   form.submit.textContent = "Create";
   form.fields.clear();
   showDialog(form.dialog, event.currentTarget);
@@ -133,31 +148,80 @@ function openEdit(key, opener) {
       : "Empty: the key never expires.",
     !ends,
   );
+  fillPolicy(key, {
+    ips: ipRule(false),
+    enabled:
+      key.key === session.self.key
+        ? "This is the key you are using: disabled, it can do nothing more on this page."
+        : "",
+  });
   form.submit.textContent = "Save";
   form.fields.clear();
   showDialog(form.dialog, opener);
   form.name.focus();
 }
 
+/** A new key's body: what the form says, its policy only where it differs from the
+ * defaults (unnamed, a key made by a key limited to some addresses takes the same). */
+function created(kind) {
+  const body = { name: form.name.value, kind };
+  if (fixedOf(kind) === null) {
+    body.scopes = checkedScopes();
+  }
+  if (form.expires.value !== "" || form.expires.validity.badInput) {
+    body.expires_at = expiryOf(form.expires);
+  }
+  const policy = policyOf();
+  if (!policy.enabled) {
+    body.enabled = false;
+  }
+  if (policy.allowed_ips.length) {
+    body.allowed_ips = policy.allowed_ips;
+  }
+  if (policy.rate_limit) {
+    body.rate_limit = policy.rate_limit;
+  }
+  if (Object.keys(policy.metadata).length) {
+    body.metadata = policy.metadata;
+  }
+  return body;
+}
+
+/** An edit's body: only what changed (PUT replaces each field it names and keeps the rest,
+ * so that a field the key in use could not set, such as a past expiry, is left alone). */
+function changed(key) {
+  const body = {};
+  if (form.name.value !== key.name) {
+    body.name = form.name.value;
+  }
+  const scopes = checkedScopes();
+  if (fixedOf(key.kind) === null && scopes.join(" ") !== key.scopes.join(" ")) {
+    body.scopes = scopes;
+  }
+  if (form.expires.value !== form.expiresShown || form.expires.validity.badInput) {
+    body.expires_at = expiryOf(form.expires);
+  }
+  for (const [name, wanted] of Object.entries(policyOf())) {
+    if (!unchanged(key, name, wanted)) {
+      body[name] = wanted;
+    }
+  }
+  return body;
+}
+
 form.dialog.querySelector("form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const editing = form.editing;
   const kind = editing ? editing.kind : form.kind.value;
-  const body = { name: form.name.value };
-  if (!editing) {
-    body.kind = kind;
-  }
-  if (fixedOf(kind) === null) {
-    body.scopes = checkedScopes();
-  }
   form.submit.disabled = true;
-  let answer;
+  let answer = null;
   try {
-    // Sent when changed: a key that has expired keeps its past expiry through a rename.
-    if (form.expires.value !== form.expiresShown || form.expires.validity.badInput) {
-      body.expires_at = expiryOf(form.expires);
+    const body = editing ? changed(editing) : created(kind);
+    if (!editing) {
+      answer = await api("POST", API, body);
+    } else if (Object.keys(body).length) {
+      answer = await api("PUT", keyPath(editing.key), body);
     }
-    answer = editing ? await api("PUT", keyPath(editing.key), body) : await api("POST", API, body);
   } catch (error) {
     report(form.fields, error);
     return;
@@ -166,7 +230,7 @@ form.dialog.querySelector("form").addEventListener("submit", async (event) => {
   }
   form.dialog.close();
   if (editing) {
-    if (editing.key === session.self.key) {
+    if (answer && editing.key === session.self.key) {
       adopt(answer); // the key in use now holds what was saved
     }
     await refresh(`button[data-action="Edit"][data-key="${CSS.escape(editing.key)}"]`);

@@ -6,7 +6,7 @@ import { Fields, report } from "./dialogs.js";
 import { $, element, timeOf } from "./dom.js";
 import { lacking, session } from "./session.js";
 
-export const listing = { page: 1, pageSize: 50, kind: "" };
+export const listing = { page: 1, pageSize: 50, kind: "", state: "", unusedDays: "" };
 // The keys on screen by shown value, for the buttons of their rows.
 const listed = new Map();
 const listError = new Fields($("list-error"));
@@ -40,6 +40,23 @@ function refusals(key) {
   return {};
 }
 
+/** A key's policy in a few words: "limited to 100 per 60 s · from 2 networks"; "" for none. */
+function policyWords(key) {
+  const words = [];
+  if (key.rate_limit) {
+    words.push(`limited to ${key.rate_limit.requests} per ${key.rate_limit.seconds} s`);
+  }
+  const ips = key.allowed_ips;
+  if (ips.length) {
+    words.push(ips.length === 1 ? `from ${ips[0]}` : `from ${ips.length} networks`);
+  }
+  const names = Object.keys(key.metadata);
+  if (names.length) {
+    words.push(`metadata: ${names.join(", ")}`);
+  }
+  return words.join(" · ");
+}
+
 function nameCell(key, nameId) {
   const cell = element("td");
   cell.dataset.label = "Name";
@@ -54,8 +71,15 @@ function nameCell(key, nameId) {
       element("span", ": the key you are using", "visually-hidden"),
     );
   }
+  if (!key.enabled) {
+    title.append(" ", element("span", "disabled", "badge off"));
+  }
   const names = element("div"); // one item of the narrow layout's grid
   names.append(title, element("code", key.key, "shown"));
+  const policy = policyWords(key);
+  if (policy) {
+    names.append(element("p", policy, "policy"));
+  }
   if (key.replaced_by) {
     const replaced = element("p", "replaced by ", "replaced");
     replaced.append(element("code", key.replaced_by));
@@ -126,6 +150,16 @@ export async function loadPage() {
   if (listing.kind) {
     query.set("kind", listing.kind);
   }
+  if (listing.state === "disabled") {
+    query.set("enabled", "false");
+  } else if (listing.state) {
+    query.set("state", listing.state);
+  }
+  if (listing.unusedDays) {
+    // Never used, or last used before then: UTC with Z (no "+" to escape).
+    const since = new Date(Date.now() - Number(listing.unusedDays) * 86400000);
+    query.set("unused_since", since.toISOString());
+  }
   const table = $("key-table");
   table.setAttribute("aria-busy", "true");
   let answer;
@@ -150,7 +184,8 @@ export async function loadPage() {
   }
   const rows = answer.data.map(keyRow);
   if (rows.length === 0) {
-    const empty = element("td", listing.kind ? `No ${listing.kind} keys.` : "No keys.");
+    const filtered = listing.kind || listing.state || listing.unusedDays;
+    const empty = element("td", filtered ? "No keys match these filters." : "No keys.");
     empty.colSpan = $("key-table").tHead.rows[0].cells.length;
     rows.push(element("tr"));
     rows[0].append(empty);
@@ -172,8 +207,10 @@ export async function refresh(focus) {
 
 /** No key in use: nothing of the last one's list stays, and the next starts afresh. */
 export function clearList() {
-  Object.assign(listing, { page: 1, kind: "" });
-  $("filter-kind").value = "";
+  Object.assign(listing, { page: 1, kind: "", state: "", unusedDays: "" });
+  for (const filter of ["filter-kind", "filter-state", "filter-unused"]) {
+    $(filter).value = "";
+  }
   listed.clear();
   $("rows").replaceChildren();
   $("page-status").textContent = "";
@@ -189,11 +226,17 @@ async function turn(page, control) {
 
 $("previous").addEventListener("click", (event) => turn(listing.page - 1, event.currentTarget));
 $("next").addEventListener("click", (event) => turn(listing.page + 1, event.currentTarget));
-$("filter-kind").addEventListener("change", (event) => {
-  listing.kind = event.currentTarget.value;
-  listing.page = 1;
-  loadPage();
-});
+for (const [filter, field] of [
+  ["filter-kind", "kind"],
+  ["filter-state", "state"],
+  ["filter-unused", "unusedDays"],
+]) {
+  $(filter).addEventListener("change", (event) => {
+    listing[field] = event.currentTarget.value;
+    listing.page = 1;
+    loadPage();
+  });
+}
 $("page-size").addEventListener("change", (event) => {
   listing.pageSize = Number(event.currentTarget.value);
   listing.page = 1;

@@ -8,6 +8,8 @@
 //   signin.js       the key input: a pasted key judged, learnt, forgotten
 //   keys.js         the list of keys
 //   key-dialogs.js  create, edit, rotate, delete
+//   policy.js       a key's policy in create and edit: enabled, addresses, limit, metadata
+//   audit.js        the audit log
 //   new-key.js      a new key, shown once
 
 import "./key-dialogs.js";

@@ -3,6 +3,7 @@
 // well-formed key by the API's answer.
 
 import { api, keyPath, onUnauthorized, Refusal } from "./api.js";
+import { closeAudit, offerAudit } from "./audit.js";
 import { $ } from "./dom.js";
 import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
@@ -99,6 +100,7 @@ export function signOut(message, invalid = false) {
     dialog.close();
   }
   $("keys").hidden = true;
+  closeAudit();
   $("in-use").hidden = true;
   clearList();
   $("sign-in").hidden = false;
@@ -113,6 +115,7 @@ export function adopt(inUse) {
   session.self = inUse;
   $("in-use-name").textContent = inUse.name;
   $("in-use-key").textContent = inUse.key;
+  offerAudit();
 }
 
 /** The key in use as the API shows it, read by its public identifier alone. */
