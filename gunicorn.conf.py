@@ -73,6 +73,14 @@ def post_worker_init(worker) -> None:
     worker.log.info("Worker ready (pid: %s)", worker.pid)
 
 
+def worker_exit(server, worker) -> None:
+    """A worker stopping gracefully writes the key usage it counted since its last batch
+    (app/usage): only a worker killed outright loses that window."""
+    from app import usage
+
+    usage.flush_all()
+
+
 def child_exit(server, worker) -> None:
     """A worker has ended, or was killed: its counts stay in its files and still add up;
     prometheus_client drops what it kept only while the worker lived (live gauges)."""

@@ -8,7 +8,20 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app import auth, cli, config, database, docs, errors, health, limits, logs, metrics, page
+from app import (
+    auth,
+    cli,
+    config,
+    database,
+    docs,
+    errors,
+    health,
+    limits,
+    logs,
+    metrics,
+    page,
+    usage,
+)
 from app.audit import views as audit_views
 from app.checks import views as checks
 from app.extensions import db
@@ -16,6 +29,7 @@ from app.json_provider import CompactJSONProvider
 from app.keys import views
 from app.leaks import views as leaks
 from app.mcp import views as mcp
+from app.usage import views as usage_views
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -52,6 +66,7 @@ def register_extensions(app: Flask) -> None:
     db.init_app(app)
     limits.init_app(app)
     metrics.init_app(app)  # before any blueprint: it times every request
+    usage.init_app(app)  # each check of a key, counted in memory, written in batches
     database.configure(app)
 
 
@@ -60,6 +75,7 @@ def register_blueprints(app: Flask) -> None:
     app.url_map.merge_slashes = False
     app.register_blueprint(views.bp)
     app.register_blueprint(audit_views.bp)
+    app.register_blueprint(usage_views.bp)  # /api/keys/<key>/usage
     app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
     app.register_blueprint(leaks.bp)  # /api/revoke
     app.register_blueprint(health.bp)

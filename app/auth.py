@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, metrics, policy, queries
+from app import credentials, keyformat, limits, metrics, policy, queries, usage
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -45,9 +45,18 @@ def unauthorized(
     return ApiError(401, UNAUTHORIZED, f"A valid API key is required, {ways}.", headers=[challenge])
 
 
+def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
+    """`door`'s verdict on the request's key (`outcome`: allowed, or the refusal's code), the
+    one call that counts it: in the metrics, and in the usage of the key `key` (its id: the
+    key the door has just found; None: the one it found before) with, let through, the
+    `scopes` (bits) it checked."""
+    metrics.key_checked(door, outcome)
+    usage.checked(door, outcome, key, scopes)
+
+
 def refused(door: str, refusal: ApiError) -> ApiError:
     """`refusal` of the request's key at `door`, counted as the door's verdict (its code)."""
-    metrics.key_checked(door, refusal.problem_code)
+    checked(door, refusal.problem_code)
     return refusal
 
 
@@ -84,7 +93,7 @@ def use(holder: Holder, address: Callable[[], str | None], door: str) -> policy.
     """The policy's verdict on a found key used at `door` (counted) from the client
     `address()` gives; a key it lets through has its use recorded."""
     decided = policy.verdict(holder.caller, address)
-    metrics.key_checked(door, decided.refusal or metrics.ALLOWED)
+    checked(door, decided.refusal or metrics.ALLOWED, holder.caller.id)
     if decided.refusal is None:
         record_use(holder.caller.identifier, holder.last_used)
     return decided
@@ -121,11 +130,14 @@ def authenticate(
 
 def require_held(required: int, held: int, door: str) -> None:
     """403 naming the scopes of `required` that `held` lacks (bits), for a check of a key
-    against the scopes a service requires at `door`: forward auth and the Flask extension."""
+    against the scopes a service requires at `door`: forward auth and the Flask extension.
+    A key that holds them has each counted in its usage."""
     missing = exceeding(required, held)
     if missing:
         names = ", ".join(to_names(missing))
         raise refused(door, ApiError(403, "forbidden", f"This key lacks the scopes: {names}."))
+    if required:
+        checked(door, metrics.ALLOWED, scopes=required)
 
 
 def caller() -> Caller:

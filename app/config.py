@@ -42,6 +42,10 @@ DEFAULTS: dict[str, Any] = {
     # GET /metrics (CONTRACT.md section 17): served, to this machine only unless a token is set.
     "METRICS_ENABLED": True,
     "METRICS_TOKEN": None,
+    # Per-key usage (CONTRACT.md section 16): counted in memory, written in batches.
+    "USAGE_ENABLED": True,
+    "USAGE_FLUSH_SECONDS": 10.0,
+    "USAGE_RETENTION_DAYS": 90,
     # OPTIONS is no method of this API: 405 in the problem shape, as for any other.
     "PROVIDE_AUTOMATIC_OPTIONS": False,
 }
@@ -64,6 +68,20 @@ def normalized_database_url(value: str) -> str:
     if url.drivername in ("postgres", "postgresql"):
         return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return value
+
+
+def _positive_number(value: str) -> float:
+    number = float(value)
+    if not number > 0 or number == float("inf"):
+        raise ValueError("must be a number of seconds over 0")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be 1 or more")
+    return number
 
 
 def _boolean(value: str) -> bool:
@@ -127,6 +145,14 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Let a Prometheus on another machine scrape /metrics: only this Bearer token may then
     # read it, from anywhere; without it, only clients on this machine may.
     "METRICS_TOKEN": ("METRICS_TOKEN", _bearer_token),
+    # Switch per-key usage counting off (GET /api/keys/<key>/usage then shows no new use),
+    # for benchmarks that isolate its cost.
+    "USAGE_ENABLED": ("USAGE_ENABLED", _boolean),
+    # Seconds between two batches of a worker's usage counts: a use shows within twice this,
+    # and a killed worker loses at most this much; shorter means more writes.
+    "USAGE_FLUSH_SECONDS": ("USAGE_FLUSH_SECONDS", _positive_number),
+    # Days of usage counts kept: older hours are removed, at most once an hour.
+    "USAGE_RETENTION_DAYS": ("USAGE_RETENTION_DAYS", _positive_int),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

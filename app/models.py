@@ -126,3 +126,25 @@ class AuditEvent(db.Model):
         Index("ix_audit_events_listing", "organization_id", "id"),
         Index("ix_audit_events_target", "organization_id", "target", "id"),
     )
+
+
+class KeyUsage(db.Model):
+    """How many times a key was checked in one UTC hour, with one outcome (`allowed` or the
+    refusal's code) and, for the uses a door let through after checking named scopes, one
+    of those scopes (`scope` empty: the use itself). Written in batches by app/usage; a
+    key's counts go with it (ON DELETE CASCADE)."""
+
+    __tablename__ = "key_usage"
+
+    key_id: Mapped[int] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(40), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(40), primary_key=True)
+    count: Mapped[int]
+
+    __table_args__ = (
+        # Its primary key (key_id, hour, ...) serves a key's window; this serves pruning.
+        Index("ix_key_usage_hour", "hour"),
+    )

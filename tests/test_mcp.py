@@ -27,7 +27,15 @@ from tests.processes import run
 ACCEPT = "application/json, text/event-stream"
 PAST = "2000-01-01T00:00:00Z"
 PAST_NAIVE = datetime(2000, 1, 1)
-TOOLS = ("list_keys", "get_key", "create_key", "update_key", "rotate_key", "delete_key")
+TOOLS = (
+    "list_keys",
+    "get_key",
+    "create_key",
+    "update_key",
+    "rotate_key",
+    "get_key_usage",
+    "delete_key",
+)
 TOOLS_THREAD = "AnyIO worker thread"
 
 
@@ -292,6 +300,7 @@ def test_the_tools_and_their_annotations(client, org):
         "create_key": (False, False, False),
         "update_key": (False, False, False),
         "rotate_key": (False, True, False),
+        "get_key_usage": (True, False, False),
         "delete_key": (False, True, False),
     }
 

@@ -11,13 +11,19 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select
 
-from app import queries
+from app import queries, usage
 from app.extensions import db
 from app.models import ApiKey
 
 
 def writes(seen: list[str]) -> list[str]:
     return [s for s in seen if s.startswith(("INSERT", "UPDATE", "DELETE"))]
+
+
+@pytest.fixture
+def app_config() -> dict:
+    """Usage is counted (CONTRACT.md section 16), and its thread writes nothing during a test."""
+    return {"USAGE_ENABLED": True, "USAGE_FLUSH_SECONDS": 3600}
 
 
 def test_authenticated_get_is_two_selects_once_last_used_is_fresh(client, org, statements):
@@ -28,6 +34,24 @@ def test_authenticated_get_is_two_selects_once_last_used_is_fresh(client, org, s
     assert len(seen) == 2
     assert writes(seen) == []
     assert "WHERE API_KEYS.DIGEST =" in seen[0]
+
+
+def test_counting_usage_adds_no_statement_to_a_request(client, org, make_key, statements):
+    key = make_key(scopes=("monitor:read", "site:read"))
+    forward = "/api/forward-auth?scope=monitor:read&scope=site:read"
+    client.get(forward, auth=(key, ""))  # the first uses are written; later ones are not
+    client.get("/api/keys", auth=(org.telemetry, ""))
+    with statements() as seen:
+        assert client.get(forward, auth=(key, "")).status_code == 204
+        assert client.get("/api/forward-auth?scope=site:write", auth=(key, "")).status_code == 403
+        assert client.get("/api/keys", auth=(org.telemetry, "")).status_code == 403
+    assert writes(seen) == []
+    assert not [s for s in seen if "KEY_USAGE" in s]
+    usage.flush(client.application)  # and the uses were counted, in memory
+    assert client.get(f"/api/keys/{key}/usage", auth=(org.sdk, "")).json["total"] == {
+        "allowed": 2,
+        "refused": {"forbidden": 1},
+    }
 
 
 def test_first_use_writes_last_used_once(client, org, statements):

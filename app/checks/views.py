@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from app import auth, keyformat, limits, metrics, policy, queries
+from app import auth, keyformat, limits, policy, queries
 from app.checks import schemas
 from app.keys import service
 from app.operations import (
@@ -196,7 +196,7 @@ def introspect():
     token = body["token"]
     holder = auth.found(token, asker.organization_id) if keyformat.is_full_key(token) else None
     if holder is None:
-        metrics.key_checked(auth.INTROSPECTION, auth.UNAUTHORIZED)
+        auth.checked(auth.INTROSPECTION, auth.UNAUTHORIZED)
         return INACTIVE
     client_ip = body.get("client_ip")
     address = None if client_ip is None else str(client_ip)

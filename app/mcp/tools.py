@@ -23,6 +23,8 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 from app import errors
 from app.credentials import Caller
 from app.keys import schemas, service
+from app.usage import schemas as usage_schemas
+from app.usage import service as usage_service
 
 # A tool names its key `key`, where the REST path names it `reference`.
 KEY = "key"
@@ -71,6 +73,12 @@ def rotate_key(caller: Caller, arguments: dict[str, Any]) -> dict:
     key = service.find_key(caller, _reference(arguments))
     data = schemas.rotate_key.load({k: v for k, v in arguments.items() if k != KEY})
     return schemas.created_key(*service.rotate_key(caller, key, data))
+
+
+def get_key_usage(caller: Caller, arguments: dict[str, Any]) -> dict:
+    reference = _reference(arguments)
+    window = usage_schemas.usage_arguments.load({k: v for k, v in arguments.items() if k != KEY})
+    return usage_schemas.key_usage.dump(usage_service.key_usage(caller, reference, **window))
 
 
 def delete_key(caller: Caller, arguments: dict[str, Any]) -> None:
@@ -128,6 +136,18 @@ TOOLS = (
         "and it stays in this conversation.",
         rotate_key,
         destructive=True,
+    ),
+    Tool(
+        "get_key_usage",
+        "Get an API key's usage",
+        "How often a key of your organization was checked, by UTC `granularity` (`hour` or "
+        "`day`, the default) between `since` and `until` (default: the last 30 days; at most "
+        "90): allowed, refused by code, the scopes checks named, and the key's scopes no "
+        "check named (`unused_scopes`, null when no check named any). Counts reach it within "
+        "twice the service's USAGE_FLUSH_SECONDS.",
+        get_key_usage,
+        read_only=True,
+        idempotent=True,
     ),
     Tool(
         "delete_key",
