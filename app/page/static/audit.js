@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import { report, Fields } from "./dialogs.js";
-import { $, describedBy, element, timeOf, when } from "./dom.js";
+import { $, describedBy, element, sortedEntries, timeOf, when } from "./dom.js";
 import { loadPage } from "./keys.js";
 import { lacking } from "./session.js";
 
@@ -58,7 +58,7 @@ function said(name, value) {
     return `${value.requests} per ${value.seconds} s`;
   }
   if (typeof value === "object") {
-    const members = Object.entries(value);
+    const members = sortedEntries(value);
     return members.length ? members.map(([key, text]) => `${key}=${text}`).join(", ") : "none";
   }
   return String(value);

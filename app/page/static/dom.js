@@ -54,3 +54,8 @@ export function describedBy(node, first = []) {
 export function listed(words) {
   return words.length < 2 ? words.join("") : `${words.slice(0, -1).join(", ")} and ${words.at(-1)}`;
 }
+
+/** An object's members by name: the API keeps no order of metadata (PostgreSQL's JSONB has
+ * none), so the page shows them in one. */
+export const sortedEntries = (object) =>
+  Object.entries(object).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

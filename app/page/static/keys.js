@@ -3,7 +3,7 @@
 
 import { API, api } from "./api.js";
 import { Fields, report } from "./dialogs.js";
-import { $, element, timeOf } from "./dom.js";
+import { $, element, sortedEntries, timeOf } from "./dom.js";
 import { lacking, session } from "./session.js";
 
 export const listing = { page: 1, pageSize: 50, kind: "", state: "", unusedDays: "" };
@@ -50,7 +50,7 @@ function policyWords(key) {
   if (ips.length) {
     words.push(ips.length === 1 ? `from ${ips[0]}` : `from ${ips.length} networks`);
   }
-  const names = Object.keys(key.metadata);
+  const names = sortedEntries(key.metadata).map(([name]) => name);
   if (names.length) {
     words.push(`metadata: ${names.join(", ")}`);
   }

@@ -4,7 +4,7 @@
 // row they concern, in the form's own terms.
 
 import { Refusal } from "./api.js";
-import { $, element } from "./dom.js";
+import { $, element, sortedEntries } from "./dom.js";
 
 const enabled = $("key-enabled");
 const ips = $("key-allowed-ips");
@@ -70,7 +70,7 @@ export function fillPolicy(key, rules) {
   requests.value = key && key.rate_limit ? key.rate_limit.requests : "";
   seconds.value = key && key.rate_limit ? key.rate_limit.seconds : "";
   rows.replaceChildren();
-  for (const [name, value] of Object.entries(key ? key.metadata : {})) {
+  for (const [name, value] of sortedEntries(key ? key.metadata : {})) {
     addRow(name, value);
   }
   $("key-allowed-ips-hint").querySelector(".rule").textContent = rules.ips;
@@ -128,11 +128,12 @@ export function policyOf() {
 }
 
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-const sorted = (object) => Object.entries(object).sort(([a], [b]) => (a < b ? -1 : 1));
 
 /** Whether the policy field `name` holds `wanted` already (metadata in any order). */
 export function unchanged(key, name, wanted) {
-  return name === "metadata" ? same(sorted(key.metadata), sorted(wanted)) : same(key[name], wanted);
+  return name === "metadata"
+    ? same(sortedEntries(key.metadata), sortedEntries(wanted))
+    : same(key[name], wanted);
 }
 
 /** The API's message "Item <row name>: Item key|value: ..." split: [name, "key"|"value", rest];
