@@ -85,12 +85,17 @@ class Usage:
 
     def add(self, before: Check | None, check: Check) -> None:
         """`check` counted, `before` (the verdict it replaces) taken back."""
+        if before is not None and before[:3] == check[:3]:  # the same use, more scopes
+            rows = [row for row in check.rows() if row[3] not in before.scopes and row[3]]
+            taken: list[Row] = []
+        else:
+            rows = check.rows()
+            taken = [] if before is None else before.rows()
         with self.lock:
             counts = self.counts
-            if before is not None:
-                for row in before.rows():
-                    counts[row] = counts.get(row, 0) - 1
-            for row in check.rows():
+            for row in taken:
+                counts[row] = counts.get(row, 0) - 1
+            for row in rows:
                 counts[row] = counts.get(row, 0) + 1
         if self.thread is None:
             self.start()
@@ -109,7 +114,8 @@ class Usage:
 
     def flush(self) -> None:
         """Write the counts so far in one transaction (kept for the next batch when the
-        database fails), and prune old hours when an hour has passed since the last time."""
+        database fails), pruning old hours when an hour has passed since this worker last
+        did; nothing at all when there is nothing to write."""
         with self.lock:
             counts, self.counts = self.counts, {}
         rows = [
@@ -123,13 +129,12 @@ class Usage:
             for (key, hour, outcome, scope), count in counts.items()
             if count
         ]
-        prune = time.monotonic() - self.pruned >= PRUNE_SECONDS or not self.pruned
-        if not rows and not prune:
+        if not rows:
             return
+        prune = time.monotonic() - self.pruned >= PRUNE_SECONDS or not self.pruned
         try:
             with self.app.app_context(), db.engine.begin() as connection:
-                if rows:
-                    connection.execute(_upsert(connection.dialect.name), rows)
+                connection.execute(_upsert(connection.dialect.name), rows)
                 if prune:
                     cutoff = utcnow() - self.retention
                     connection.execute(delete(KeyUsage).where(KeyUsage.hour < cutoff))
