@@ -39,9 +39,10 @@ DEFAULTS: dict[str, Any] = {
     "TRUSTED_PROXIES": 0,
     # The MCP server at /mcp (CONTRACT.md section 13).
     "MCP_ENABLED": True,
-    # GET /metrics (CONTRACT.md section 17): served, to this machine only unless a token is set.
+    # GET /metrics (CONTRACT.md section 17): served, to this machine only unless a token is
+    # set (None is no secret: bandit's B105 mistakes it for a password).
     "METRICS_ENABLED": True,
-    "METRICS_TOKEN": None,
+    "METRICS_TOKEN": None,  # nosec B105
     # Per-key usage (CONTRACT.md section 16): counted in memory, written in batches.
     "USAGE_ENABLED": True,
     "USAGE_FLUSH_SECONDS": 10.0,
