@@ -39,10 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "TRUSTED_PROXIES": 0,
     # The MCP server at /mcp (CONTRACT.md section 13).
     "MCP_ENABLED": True,
-    # GET /metrics (CONTRACT.md section 17): served, to this machine only unless a token is
-    # set (None is no secret: bandit's B105 mistakes it for a password).
+    # GET /metrics (CONTRACT.md section 17): served, to this machine only unless
+    # METRICS_TOKEN, which has no default, is set.
     "METRICS_ENABLED": True,
-    "METRICS_TOKEN": None,  # nosec B105
     # Per-key usage (CONTRACT.md section 16): counted in memory, written in batches.
     "USAGE_ENABLED": True,
     "USAGE_FLUSH_SECONDS": 10.0,
@@ -173,7 +172,7 @@ def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:
     if test_config is not None:
         app.config.from_mapping(test_config)
     for key, parse in PARSERS.items():
-        value = app.config[key]
+        value = app.config.get(key)
         if isinstance(value, str):
             try:
                 app.config[key] = parse(value)

@@ -246,7 +246,7 @@ def _may_read() -> bool:
     """With METRICS_TOKEN, its bearer only; without, a client on this machine: the address
     the abuse limits see (TRUSTED_PROXIES' forwarded one) is loopback, so that a local
     proxy's request for a remote client is not local."""
-    token: str | None = current_app.config["METRICS_TOKEN"]
+    token: str | None = current_app.config.get("METRICS_TOKEN")
     if token:
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
