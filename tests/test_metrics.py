@@ -145,6 +145,16 @@ def test_metrics_switched_off_is_an_unknown_path_for_everyone(client):
     assert_as_unknown(client.get("/metrics", headers=bearer), client)
 
 
+@pytest.mark.parametrize(
+    "app_config", [{"METRICS_ENABLED": False, "RATELIMIT_AUTH_FAILURES": "1/minute"}]
+)
+def test_metrics_switched_off_counts_nothing_and_refuses_nothing_more(client, org):
+    body = {"name": "n", "kind": "telemetry"}
+    assert client.post("/api/keys", json=body, auth=(org.sdk, "")).status_code == 201
+    assert client.get("/api/keys").status_code == 401
+    assert client.get("/api/keys").status_code == 429
+
+
 def test_metrics_is_not_part_of_the_api_document(client):
     assert "/metrics" not in client.get("/openapi.json").json["paths"]
 
