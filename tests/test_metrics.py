@@ -6,16 +6,17 @@ identifier or an organization. tests/server/test_metrics.py scrapes a real gunic
 from __future__ import annotations
 
 import hashlib
+import sys
 
 import pytest
 from flask import Flask, jsonify
-from prometheus_client import values
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import create_app
 from app.extension import ApiKeys, require_scopes
 from app.extensions import db
 from app.keyformat import identifier_of, new_key
+from tests.processes import run, service_env
 
 LOCAL = {"REMOTE_ADDR": "127.0.0.1"}
 REMOTE = {"REMOTE_ADDR": "203.0.113.7"}
@@ -421,20 +422,31 @@ def test_a_database_that_does_not_answer_leaves_the_keys_out_of_a_scrape(
     assert "the keys could not be counted" in caplog.text
 
 
-def test_under_gunicorn_every_process_writes_its_own_files(make_app, tmp_path, monkeypatch):
-    """Multiprocess mode, as gunicorn.conf.py sets it (PROMETHEUS_MULTIPROC_DIR before any
-    worker starts): the counts go to the directory's files, and a scrape reads them all."""
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
-    monkeypatch.setattr(values, "ValueClass", values.MultiProcessValue())
-    client = make_app(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path}/keys.sqlite3").test_client()
-    client.get("/no-such-path")
-    scrape(client)
-    assert {path.name.split("_")[0] for path in tmp_path.glob("*.db")} == {"counter", "histogram"}
-    text = scrape(client)
-    assert requests(text, "none", "GET", 404) == 1
-    assert requests(text, "metrics.metrics", "GET", 200) == 1
-    assert value(text, "api_keys_request_duration_seconds_count", endpoint="none") == 1
-    values.ValueClass.close_all_files()
+# One process of the service, as a gunicorn worker is one: a request, then a scrape.
+ONE_PROCESS = """
+import sys
+from app import create_app
+client = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": sys.argv[1]}).test_client()
+client.get("/no-such-path")
+print(client.get("/metrics").get_data(as_text=True))
+"""
+
+
+def test_processes_that_share_a_multiprocess_directory_add_up(tmp_path):
+    """Multiprocess mode, as gunicorn.conf.py sets it (PROMETHEUS_MULTIPROC_DIR before the
+    application is imported): each process writes its own files, and a scrape reads them
+    all, those of a process that has ended included."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    env = service_env(PROMETHEUS_MULTIPROC_DIR=str(folder))
+    database = f"sqlite:///{tmp_path}/keys.sqlite3"  # no tables: the keys are left out
+    first = run([sys.executable, "-c", ONE_PROCESS, database], env).stdout
+    second = run([sys.executable, "-c", ONE_PROCESS, database], env).stdout
+    assert requests(first, "none", "GET", 404) == 1
+    assert requests(second, "none", "GET", 404) == 2
+    assert requests(second, "metrics.metrics", "GET", 200) == 1  # the first's scrape
+    assert value(second, "api_keys_request_duration_seconds_count", endpoint="none") == 2
+    assert len(list(folder.glob("counter_*.db"))) == 2
 
 
 def test_a_multiprocess_directory_set_too_late_stops_the_start(make_app, tmp_path, monkeypatch):
