@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -66,7 +67,10 @@ def screenshots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    server = launch(tmp_path_factory.mktemp("page") / "server", workers=2)
+    # Counts written every half second: a use shows in a key's usage within a second.
+    server = launch(
+        tmp_path_factory.mktemp("page") / "server", workers=2, env={"USAGE_FLUSH_SECONDS": "0.5"}
+    )
     try:
         server.wait_until_ready(2)
         yield server
@@ -816,7 +820,7 @@ def test_the_page_reads_well_at_390_and_1400_pixels(tab, server, org, screenshot
     # Every cell still names its column to assistive technology.
     headers = page.get_by_role("columnheader").all_text_contents()
     assert headers[:6] == ["Name", "Kind", "Scopes", "Created", "Last used", "Expires"]
-    expect(row(page, "Status").get_by_role("cell")).to_have_count(7)
+    expect(row(page, "Status").get_by_role("cell")).to_have_count(8)
     if size is NARROW:
         screenshot(page, screenshots, "list-narrow")
         row(page, "Status").get_by_role("button", name="Edit").click()
@@ -1320,6 +1324,11 @@ def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, siz
     page.get_by_label("Action").select_option("key.revoked")
     expect(page.get_by_text("No key.revoked events.")).to_be_visible()
     check("audit log, nothing found")
+    # A key's usage: its chart, scopes by use, and Narrow scopes disabled with its reason.
+    page.get_by_role("button", name="Back to keys").click()
+    row(page, "Nightly backups").get_by_role("button", name="Usage").click()
+    expect(page.get_by_role("heading", name="Usage of Nightly backups")).to_be_focused()
+    check("usage")
     assert violations == {}
 
 
@@ -1738,3 +1747,190 @@ def test_the_audit_log_is_offered_only_to_a_key_holding_every_scope(tab, server,
     use_key(page, org.sdk)
     expect(audit).to_be_enabled()
     expect(audit).to_have_accessible_description("")
+
+
+# --- usage (contract sections 16 and 18) ------------------------------------------------------
+
+
+def use(server: Server, key: str, allowed: int, refused: int = 0) -> None:
+    """`allowed` forward auth checks of `key` naming monitor:read, which it holds, and
+    `refused` naming statuspage:read, which it lacks (forbidden)."""
+    for scope, times, status in (("monitor:read", allowed, 204), ("statuspage:read", refused, 403)):
+        for _ in range(times):
+            answer = server.request("GET", f"/api/forward-auth?scope={scope}", key)
+            assert answer.status == status, answer.body
+
+
+def wait_for_usage(server: Server, key: str, reference: str, requests: int) -> dict:
+    """The usage of `reference` once its `requests` uses are written (USAGE_FLUSH_SECONDS)."""
+    deadline = datetime.now(UTC) + timedelta(seconds=10)
+    while True:
+        usage = server.request("GET", f"/api/keys/{reference}/usage", key).json()
+        total = usage["total"]
+        if total["allowed"] + sum(total["refused"].values()) >= requests:
+            return usage
+        assert datetime.now(UTC) < deadline, usage
+        time.sleep(0.1)
+
+
+def chart(page: Page, name: str):
+    """The Usage cell of the key named `name`."""
+    return cell(page, name, "Usage")
+
+
+def test_the_list_charts_each_keys_last_30_days_of_use(tab, server, org, screenshots):
+    deploys = make_key(server, org.sdk, "Deploys", ["monitor:read", "monitor:write", "site:read"])
+    make_key(server, org.sdk, "Idle")
+    for number in range(1, 11):
+        make_key(server, org.sdk, f"Batch {number}")
+    use(server, deploys["key"], 3, 2)
+    wait_for_usage(server, org.sdk, identifier(deploys["key"]), 5)
+    page = tab.page
+    reads = {"now": 0, "most": 0, "all": 0}
+
+    def started(request) -> None:
+        if request.url.endswith("/usage"):
+            reads["now"] += 1
+            reads["all"] += 1
+            reads["most"] = max(reads["most"], reads["now"])
+
+    def ended(request) -> None:
+        if request.url.endswith("/usage"):
+            reads["now"] -= 1
+
+    page.on("request", started)
+    page.on("requestfinished", ended)
+    page.on("requestfailed", ended)
+    use_key(page, org.sdk)
+    headers = page.get_by_role("columnheader").all_text_contents()
+    assert headers[:7] == ["Name", "Kind", "Scopes", "Created", "Last used", "Expires", "Usage"]
+    drawn = chart(page, "Deploys").get_by_role("img")
+    expect(drawn).to_have_accessible_name("Last 30 days: 5 requests, 2 refused")
+    expect(drawn).to_be_visible()
+    expect(chart(page, "Idle").get_by_role("img")).to_have_accessible_name(
+        "Last 30 days: 0 requests, 0 refused"
+    )
+    # Allowed above the line, refused below it: told apart by where they stand, not by colour.
+    today = drawn.locator(".allowed").last
+    assert today.get_attribute("height") != "0"
+    refusals = drawn.locator(".refused").last
+    assert float(refusals.get_attribute("y")) >= float(today.get_attribute("y")) + float(
+        today.get_attribute("height")
+    )
+    # One read per key on the page, at most 4 at a time.
+    expect(page.locator("#rows svg[role=img]")).to_have_count(14)
+    assert reads["all"] == 14
+    assert 1 <= reads["most"] <= 4
+    screenshot(page, screenshots, "list-usage")
+
+    # A read refused: a dash, and why.
+    tab.expect_refusal(429)
+    page.route(
+        f"**/api/keys/{identifier(deploys['key'])}.../usage",
+        lambda route: route.fulfill(
+            status=429,
+            content_type="application/problem+json",
+            body=json.dumps(
+                {"status": 429, "code": "rate_limited", "detail": "Too many requests."}
+            ),
+        ),
+    )
+    page.get_by_label("Keys per page").select_option("10")
+    page.get_by_label("Keys per page").select_option("50")
+    expect(chart(page, "Deploys")).to_have_text(re.compile(r"^—\s*Usage not read: Too many"))
+    expect(chart(page, "Deploys").get_by_role("img")).to_have_count(0)
+    expect(chart(page, "Idle").get_by_role("img")).to_be_visible()
+
+    # From 360 to 430 px: nothing wider than the window.
+    page.unroute(f"**/api/keys/{identifier(deploys['key'])}.../usage")
+    page.get_by_label("Keys per page").select_option("10")
+    for width in (360, 390, 400, 430):
+        page.set_viewport_size({"width": width, "height": 844})
+        expect(chart(page, "Idle").get_by_role("img")).to_be_visible()
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+        if width == 390:
+            screenshot(page, screenshots, "list-usage-narrow")
+
+
+def test_a_keys_usage_view_shows_its_days_and_scopes_and_narrows_them(
+    tab, server, org, screenshots
+):
+    deploys = make_key(server, org.sdk, "Deploys", ["monitor:read", "monitor:write", "site:read"])
+    make_key(server, org.sdk, "Idle")
+    use(server, deploys["key"], 3, 2)
+    telemetry = server.request("GET", "/api/forward-auth?scope=monitor:telemetry", org.telemetry)
+    assert telemetry.status == 204
+    wait_for_usage(server, org.sdk, identifier(deploys["key"]), 5)
+    wait_for_usage(server, org.sdk, identifier(org.telemetry), 1)
+    page = tab.page
+    use_key(page, org.sdk)
+
+    opener = row(page, "Deploys").get_by_role("button", name="Usage")
+    opener.click()
+    view = page.get_by_role("region", name="Usage of Deploys")
+    expect(view.get_by_role("heading", name="Usage of Deploys")).to_be_focused()
+    expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
+    expect(view.get_by_role("img")).to_have_accessible_name("Last 30 days: 5 requests, 2 refused")
+    axis = view.locator(".x-axis")
+    expect(axis).to_contain_text(datetime.now(UTC).strftime("%-d %b"))  # UTC days
+    expect(view.locator(".y-axis")).to_contain_text("3")
+    expect(view).to_contain_text("Refused: forbidden 2")
+    scopes = view.get_by_role("table", name="Scopes by use")
+    assert scopes.get_by_role("columnheader").all_text_contents() == ["Scope", "Checks"]
+    expect(scopes.get_by_role("row").nth(1)).to_have_text(re.compile(r"monitor:read\s*3"))
+    expect(view.get_by_role("list", name="Unused scopes").get_by_role("listitem")).to_have_text(
+        ["monitor:write", "site:read"]
+    )
+    for width in (360, 390, 400, 430):
+        page.set_viewport_size({"width": width, "height": 844})
+        assert page.locator("#usage").evaluate(OVERFLOWING) == []
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+        if width == 390:
+            screenshot(page, screenshots, "usage-narrow")
+    page.set_viewport_size(WIDE)
+    screenshot(page, screenshots, "usage")
+
+    # Narrow scopes: Edit, those scopes unchecked; saved, the list shows the key narrowed.
+    view.get_by_role("button", name="Narrow scopes").click()
+    form = dialog(page, "Edit key")
+    expect(form.get_by_role("checkbox", name="monitor:read", exact=True)).to_be_checked()
+    expect(form.get_by_role("checkbox", name="monitor:write", exact=True)).not_to_be_checked()
+    expect(form.get_by_role("checkbox", name="site:read", exact=True)).not_to_be_checked()
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_be_hidden()
+    expect(row(page, "Deploys").get_by_role("listitem")).to_have_text(["monitor:read"])
+    expect(row(page, "Deploys").get_by_role("button", name="Edit")).to_be_focused()
+
+    # Nothing to narrow, said under the button.
+    for name, why in (
+        ("Idle", "no check named a scope in these 30 days"),
+        ("Telemetry", "the scopes of a telemetry key are fixed"),
+        ("Deploys", "every scope of this key was checked in these 30 days"),
+    ):
+        row(page, name).get_by_role("button", name="Usage").click()
+        narrow = page.get_by_role("button", name="Narrow scopes")
+        expect(narrow).to_be_disabled()
+        expect(narrow).to_have_accessible_description(re.compile(why))
+        page.get_by_role("button", name="Back to keys").click()
+        expect(row(page, name).get_by_role("button", name="Usage")).to_be_focused()
+
+    # A key the key in use cannot edit: the reason Edit gives.
+    mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"])
+    page.get_by_role("button", name="Forget key").click()
+    use_key(page, mine["key"])
+    row(page, "SDK Integration").get_by_role("button", name="Usage").click()
+    expect(page.get_by_role("button", name="Narrow scopes")).to_have_accessible_description(
+        re.compile("it holds scopes the key in use lacks")
+    )
+
+    # By the keyboard alone, there and back; forgetting the key leaves the view too.
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Back to keys")).to_be_focused()
+    page.keyboard.press("Enter")
+    usage = row(page, "SDK Integration").get_by_role("button", name="Usage")
+    expect(usage).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Usage of SDK Integration")).to_be_focused()
+    page.get_by_role("button", name="Forget key").click()
+    expect(page.get_by_role("heading", name="Usage of SDK Integration")).to_be_hidden()
+    expect(page.get_by_label("API key")).to_be_focused()

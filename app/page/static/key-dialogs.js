@@ -131,13 +131,14 @@ $("new-key").addEventListener("click", (event) => {
 
 form.kind.addEventListener("change", () => fixedScopes(form.kind.value, fixedOf(form.kind.value)));
 
-function openEdit(key, opener) {
+/** Edit `key`, its scopes checked but those of `unchecked` (Narrow scopes, in its usage). */
+export function openEdit(key, opener, unchecked = []) {
   form.editing = key;
   $("key-dialog-title").textContent = "Edit key";
   $("key-dialog-target").textContent = `${key.key} (${key.kind})`;
   form.name.value = key.name;
   $("kind-field").hidden = true;
-  scopeBoxes(key.scopes);
+  scopeBoxes(key.scopes.filter((scope) => !unchecked.includes(scope)));
   fixedScopes(key.kind, key.immutable ? key.scopes : null);
   form.expires.value = form.expiresShown = localInput(key.expires_at);
   const ends = selfEnds();
@@ -396,7 +397,7 @@ const ACTIONS = { Edit: openEdit, Rotate: openRotate, Delete: openDelete };
 
 $("rows").addEventListener("click", (event) => {
   const button = event.target.closest("button[data-action]");
-  if (button && !button.disabled) {
+  if (button && !button.disabled && button.dataset.action in ACTIONS) {
     ACTIONS[button.dataset.action](listedKey(button.dataset.key), button);
   }
 });

@@ -5,6 +5,7 @@ import { API, api } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, element, sortedEntries, timeOf } from "./dom.js";
 import { lacking, session } from "./session.js";
+import { forgetReads, number, readUsage, refusedOf, usageChart } from "./usage-chart.js";
 
 export const listing = { page: 1, pageSize: 50, kind: "", state: "", unusedDays: "" };
 // The keys on screen by shown value, for the buttons of their rows.
@@ -28,7 +29,7 @@ function timeCell(label, iso, none, past) {
 }
 
 /** Why the key in use can never do each action to `key`; none: it may. */
-function refusals(key) {
+export function refusals(key) {
   const lacks = lacking(key.scopes);
   if (lacks.length) {
     const why = `It holds scopes the key in use lacks: ${lacks.join(", ")}.`;
@@ -97,7 +98,7 @@ function actionsCell(key, slug, nameId) {
   const buttons = element("div", undefined, "buttons");
   const why = refusals(key);
   const reasons = [...new Set(Object.values(why))];
-  for (const label of ["Edit", "Rotate", "Delete"]) {
+  for (const label of ["Usage", "Edit", "Rotate", "Delete"]) {
     const button = element("button", label);
     button.type = "button";
     button.dataset.key = key.key;
@@ -116,6 +117,33 @@ function actionsCell(key, slug, nameId) {
     note.id = `why-${slug}-${index}`;
     cell.append(note);
   });
+  return cell;
+}
+
+/** A key's last 30 days, drawn when its read arrives (busy until then); a read refused is
+ * a dash, and why. */
+function usageCell(key) {
+  const cell = element("td", undefined, "usage");
+  cell.dataset.label = "Usage";
+  cell.setAttribute("aria-busy", "true");
+  readUsage(key.key)
+    .then((usage) => {
+      const refused = usage.buckets.reduce((sum, bucket) => sum + refusedOf(bucket), 0);
+      const figures = `${number(usage.total.allowed + refused)} · ${number(refused)} refused`;
+      const shown = element("span", figures, "figures");
+      shown.setAttribute("aria-hidden", "true"); // the chart's name says it
+      const drawn = element("div"); // one item of the narrow layout's grid
+      drawn.append(usageChart(usage, "small"), shown);
+      cell.replaceChildren(drawn);
+    })
+    .catch((error) => {
+      const dash = element("span", "—");
+      dash.setAttribute("aria-hidden", "true");
+      const said = element("div");
+      said.append(dash, " ", element("span", `Usage not read: ${error.message}`, "why"));
+      cell.replaceChildren(said);
+    })
+    .finally(() => cell.removeAttribute("aria-busy"));
   return cell;
 }
 
@@ -139,6 +167,7 @@ function keyRow(key) {
     timeCell("Created", key.created),
     timeCell("Last used", key.last_used, "Never"),
     timeCell("Expires", key.expires_at, "Never", "Expired"),
+    usageCell(key),
     actionsCell(key, slug, nameId),
   );
   return row;
@@ -179,6 +208,7 @@ export async function loadPage() {
   }
   listError.clear();
   listed.clear();
+  forgetReads(); // the last page's reads still waiting
   for (const key of answer.data) {
     listed.set(key.key, key);
   }
@@ -212,6 +242,7 @@ export function clearList() {
     $(filter).value = "";
   }
   listed.clear();
+  forgetReads();
   $("rows").replaceChildren();
   $("page-status").textContent = "";
   listError.clear();

@@ -6,13 +6,16 @@
 //   dom.js          writing the page: text only, never HTML
 //   dialogs.js      dialogs, refusals and field errors, expiry inputs
 //   signin.js       the key input: a pasted key judged, learnt, forgotten
-//   keys.js         the list of keys
+//   keys.js         the list of keys, each with its last 30 days charted
+//   usage-chart.js  a key's usage: read a few at a time, drawn as SVG
+//   usage.js        a key's usage: its days, its scopes by use, Narrow scopes
 //   key-dialogs.js  create, edit, rotate, delete
 //   policy.js       a key's policy in create and edit: enabled, addresses, limit, metadata
 //   audit.js        the audit log
 //   new-key.js      a new key, shown once
 
 import "./key-dialogs.js";
+import "./usage.js";
 import { start } from "./signin.js";
 
 start();

@@ -7,6 +7,7 @@ import { closeAudit, offerAudit } from "./audit.js";
 import { $ } from "./dom.js";
 import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
+import { closeUsage } from "./usage.js";
 
 // A key's shape (app/keyformat.py, written into the page's data attributes):
 // <identifier><secret><checksum>, the checksum the CRC-32 of what comes before it in base62.
@@ -101,6 +102,7 @@ export function signOut(message, invalid = false) {
   }
   $("keys").hidden = true;
   closeAudit();
+  closeUsage();
   $("in-use").hidden = true;
   clearList();
   $("sign-in").hidden = false;
