@@ -12,7 +12,7 @@ import pytest
 from flask import Flask, jsonify
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import create_app
+from app import create_app, reads
 from app.extension import ApiKeys, require_scopes
 from app.extensions import db
 from app.keyformat import identifier_of, new_key
@@ -248,6 +248,7 @@ def make_host(database_url):
         return host
 
     yield make
+    reads.release()  # this thread's connection, which dispose leaves open
     for host in hosts:
         with host.app_context():
             db.engine.dispose()
@@ -425,7 +426,7 @@ def test_a_database_that_does_not_answer_leaves_the_keys_out_of_a_scrape(
 # One process of the service, as a gunicorn worker is one: a request, then a scrape.
 ONE_PROCESS = """
 import sys
-from app import create_app
+from app import create_app, reads
 client = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": sys.argv[1]}).test_client()
 client.get("/no-such-path")
 print(client.get("/metrics").get_data(as_text=True))
