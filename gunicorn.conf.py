@@ -76,9 +76,9 @@ def post_worker_init(worker) -> None:
 def worker_exit(server, worker) -> None:
     """A worker stopping gracefully writes the key usage it counted since its last batch
     (app/usage): only a worker killed outright loses that window."""
-    from app import usage
+    from app import usage_counter
 
-    usage.flush_all()
+    usage_counter.flush_all()
 
 
 def child_exit(server, worker) -> None:

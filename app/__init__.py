@@ -20,7 +20,7 @@ from app import (
     logs,
     metrics,
     page,
-    usage,
+    usage_counter,
 )
 from app.audit import views as audit_views
 from app.checks import views as checks
@@ -66,7 +66,7 @@ def register_extensions(app: Flask) -> None:
     db.init_app(app)
     limits.init_app(app)
     metrics.init_app(app)  # before any blueprint: it times every request
-    usage.init_app(app)  # each check of a key, counted in memory, written in batches
+    usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches
     database.configure(app)
 
 

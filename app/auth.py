@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, metrics, policy, queries, usage
+from app import credentials, keyformat, limits, metrics, policy, queries, usage_counter
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -51,7 +51,7 @@ def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) ->
     key the door has just found; None: the one it found before) with, let through, the
     `scopes` (bits) it checked."""
     metrics.key_checked(door, outcome)
-    usage.checked(door, outcome, key, scopes)
+    usage_counter.checked(door, outcome, key, scopes)
 
 
 def refused(door: str, refusal: ApiError) -> ApiError:

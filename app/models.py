@@ -131,7 +131,7 @@ class AuditEvent(db.Model):
 class KeyUsage(db.Model):
     """How many times a key was checked in one UTC hour, with one outcome (`allowed` or the
     refusal's code) and, for the uses a door let through after checking named scopes, one
-    of those scopes (`scope` empty: the use itself). Written in batches by app/usage; a
+    of those scopes (`scope` empty: the use itself). Written in batches by app/usage_counter.py; a
     key's counts go with it (ON DELETE CASCADE)."""
 
     __tablename__ = "key_usage"

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select
 
-from app import queries, usage
+from app import queries, usage_counter
 from app.extensions import db
 from app.models import ApiKey
 
@@ -47,7 +47,7 @@ def test_counting_usage_adds_no_statement_to_a_request(client, org, make_key, st
         assert client.get("/api/keys", auth=(org.telemetry, "")).status_code == 403
     assert writes(seen) == []
     assert not [s for s in seen if "KEY_USAGE" in s]
-    usage.flush(client.application)  # and the uses were counted, in memory
+    usage_counter.flush(client.application)  # and the uses were counted, in memory
     assert client.get(f"/api/keys/{key}/usage", auth=(org.sdk, "")).json["total"] == {
         "allowed": 2,
         "refused": {"forbidden": 1},

@@ -1,5 +1,5 @@
 """Per-key usage (CONTRACT.md section 16) over HTTP: each check of a key counted in memory by
-outcome and checked scope, written in batches (forced here with usage.flush, or by the
+outcome and checked scope, written in batches (forced here with usage_counter.flush, or by the
 thread), and GET /api/keys/<key>/usage: the window, its buckets, totals, scopes and unused
 scopes, its validation and permissions."""
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from app import usage
+from app import usage_counter
 from app.keyformat import identifier_of
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import call, listed
@@ -26,7 +26,7 @@ def shown(key: str) -> str:
 
 def usage_of(client, org, key: str, query: str = "", flush=True) -> dict:
     if flush:
-        usage.flush(client.application)
+        usage_counter.flush(client.application)
     answer = client.get(f"/api/keys/{shown(key)}/usage{query}", auth=(org.sdk, ""))
     assert answer.status_code == 200, answer.json
     return answer.json
@@ -64,7 +64,7 @@ def test_each_refusal_is_counted_by_its_code_and_batches_add_up(
     limited = policy_key(rate_limit={"requests": 1, "seconds": 60})
     assert client.get(FORWARD, auth=(limited, "")).status_code == 204
     assert client.get(FORWARD, auth=(limited, "")).status_code == 429
-    usage.flush(client.application)
+    usage_counter.flush(client.application)
     assert client.get(FORWARD, auth=(limited, "")).status_code == 429
     assert usage_of(client, org, limited)["total"] == {
         "allowed": 1,
@@ -171,10 +171,10 @@ def test_a_deleted_keys_usage_goes_with_it(client, org, make_key, sql):
     kept, gone = make_key(), make_key()
     client.get(FORWARD, auth=(kept, ""))
     client.get(FORWARD, auth=(gone, ""))
-    usage.flush(client.application)
+    usage_counter.flush(client.application)
     client.get(FORWARD, auth=(gone, ""))  # counted, then deleted before the next batch
     assert client.delete(f"/api/keys/{shown(gone)}", auth=(org.sdk, "")).status_code == 204
-    usage.flush(client.application)
+    usage_counter.flush(client.application)
     rows = sql("SELECT key_id, count FROM key_usage WHERE outcome = 'allowed'")
     assert len(rows) == 2  # the sdk key's reads and `kept`
     assert usage_of(client, org, kept)["total"]["allowed"] == 1
@@ -182,18 +182,18 @@ def test_a_deleted_keys_usage_goes_with_it(client, org, make_key, sql):
 
 def test_old_hours_are_pruned_by_a_batch_at_most_once_an_hour(client, org, sql):
     client.get("/api/keys", auth=(org.sdk, ""))
-    usage.flush(client.application)
+    usage_counter.flush(client.application)
     sql(
         "INSERT INTO key_usage (key_id, hour, outcome, scope, count)"
         " SELECT MIN(id), :hour, 'allowed', '', 7 FROM api_keys",
         hour=datetime(2000, 1, 1),
     )
     client.get("/api/keys", auth=(org.sdk, ""))
-    usage.flush(client.application)  # pruned less than an hour ago: kept
+    usage_counter.flush(client.application)  # pruned less than an hour ago: kept
     assert sql("SELECT count FROM key_usage WHERE hour < '2001-01-01'") == [(7,)]
-    client.application.extensions["usage"].pruned -= usage.PRUNE_SECONDS
+    client.application.extensions["usage"].pruned -= usage_counter.PRUNE_SECONDS
     client.get("/api/keys", auth=(org.sdk, ""))  # a batch with nothing to write prunes nothing
-    usage.flush(client.application)
+    usage_counter.flush(client.application)
     assert sql("SELECT count FROM key_usage WHERE hour < '2001-01-01'") == []
 
 
@@ -213,8 +213,8 @@ def test_counts_a_batch_could_not_write_wait_for_the_next(client, org, monkeypat
         raise OperationalError("INSERT", {}, Exception("the database is down"))
 
     with monkeypatch.context() as patched:
-        patched.setattr(usage, "_upsert", down)
-        usage.flush(client.application)
+        patched.setattr(usage_counter, "_upsert", down)
+        usage_counter.flush(client.application)
     assert "counts not written, kept for the next batch" in caplog.text
     assert usage_of(client, org, org.sdk)["total"]["allowed"] == 1
 

@@ -17,7 +17,7 @@ from flask import current_app
 from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.exc import IntegrityError
 
-from app import audit, keyformat, queries, usage
+from app import audit, keyformat, queries, usage_counter
 from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
@@ -67,7 +67,7 @@ def _scope_exceeds_caller(excess: int) -> ApiError:
 def _require_power_over(caller: Caller, key: Key) -> None:
     """A key may alter or revoke only keys whose scopes it holds all of."""
     if exceeding(key.scope_bits, caller.scope_bits):
-        raise usage.refused(
+        raise usage_counter.refused(
             caller, ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
         )
 
@@ -257,7 +257,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     where it names no place or time, the caller's."""
     excess = exceeding(data["scope_bits"], caller.scope_bits)
     if excess:
-        raise usage.refused(caller, _scope_exceeds_caller(excess))
+        raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
     _within_caller(caller, data)
     created = _add_key(
         caller.organization_id,
@@ -289,7 +289,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         _require_power_over(caller, key)
         excess = exceeding(scope_bits, caller.scope_bits)
         if excess:
-            raise usage.refused(caller, _scope_exceeds_caller(excess))
+            raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
         _within_caller(caller, data)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")

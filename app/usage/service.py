@@ -15,7 +15,7 @@ from app.keys import service
 from app.models import KeyUsage
 from app.scopes import SCOPES, to_names
 from app.timestamps import iso, utcnow
-from app.usage import ALLOWED, USE
+from app.usage_counter import ALLOWED, USE
 
 HOUR = "hour"
 DAY = "day"

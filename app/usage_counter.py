@@ -1,0 +1,250 @@
+"""Per-key usage (CONTRACT.md section 16), counted without a write per request: each worker
+adds every check of a key to a dictionary in its memory, (key, UTC hour, outcome, checked
+scope) -> count, and a thread of its own writes the dictionary in one batch of upserts every
+USAGE_FLUSH_SECONDS, and once more when the worker stops gracefully (gunicorn's worker_exit
+hook, atexit for `flask run`). A worker killed outright loses what it counted since its last
+batch, never more.
+
+What is counted is what each door decided, as app/auth.py's `checked` says it (the same call
+feeds app/metrics.py): per request and door, the last verdict on the key found there, so a
+key let through and then refused for its kind or scopes is one refusal. A verdict that
+replaces an earlier one in the same request takes the earlier one's count back (a batch may
+then carry a -1), which costs no hook at the end of each request.
+
+The thread starts with the first count of each process, so never in gunicorn's master (which
+serves nothing), and again in a forked child; it holds its counter weakly and ends when the
+application is gone. Old hours are pruned by the batches, at most once an hour.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import weakref
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from flask import Flask, current_app, g
+from sqlalchemy import DateTime, Integer, String, bindparam, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.credentials import Caller
+from app.errors import ApiError
+from app.extensions import db
+from app.models import ApiKey, KeyUsage
+from app.scopes import to_names
+from app.timestamps import utcnow
+
+EXTENSION = "usage"
+ALLOWED = "allowed"
+# The scope of a use itself, beside the rows of the scopes its door checked.
+USE = ""
+# Where a request keeps its doors' last verdicts: door -> Check.
+_PENDING = "usage_checks"
+_EPOCH = datetime(1970, 1, 1)
+PRUNE_SECONDS = 3600
+
+log = logging.getLogger(__name__)
+
+# A count's key: the key's id, its hour (hours since 1970), the outcome, the scope.
+Row = tuple[int, int, str, str]
+
+
+class Check(NamedTuple):
+    """One door's verdict on one key in the current request."""
+
+    key: int
+    hour: int
+    outcome: str
+    scopes: tuple[str, ...]
+
+    def rows(self) -> list[Row]:
+        return [(self.key, self.hour, self.outcome, scope) for scope in (USE, *self.scopes)]
+
+
+class Usage:
+    """One application's counts in this process, and the thread that writes them."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.flush_seconds: float = app.config["USAGE_FLUSH_SECONDS"]
+        self.retention = timedelta(days=app.config["USAGE_RETENTION_DAYS"])
+        self.forked()
+        _counters.add(self)
+
+    def forked(self) -> None:
+        """A new process's state: no counts, no thread (a forked child has none running)."""
+        self.lock = threading.Lock()
+        self.counts: dict[Row, int] = {}
+        self.thread: threading.Thread | None = None
+        self.pruned = 0.0  # time.monotonic() of the last pruning; 0: not yet
+
+    def add(self, before: Check | None, check: Check) -> None:
+        """`check` counted, `before` (the verdict it replaces) taken back."""
+        if before is not None and before[:3] == check[:3]:  # the same use, more scopes
+            rows = [row for row in check.rows() if row[3] not in before.scopes and row[3]]
+            taken: list[Row] = []
+        else:
+            rows = check.rows()
+            taken = [] if before is None else before.rows()
+        with self.lock:
+            counts = self.counts
+            for row in taken:
+                counts[row] = counts.get(row, 0) - 1
+            for row in rows:
+                counts[row] = counts.get(row, 0) + 1
+        if self.thread is None:
+            self.start()
+
+    def start(self) -> None:
+        with self.lock:
+            if self.thread is not None:
+                return
+            self.thread = threading.Thread(
+                target=_flushing,
+                args=(weakref.ref(self), self.flush_seconds),
+                name="api-keys-usage",
+                daemon=True,
+            )
+        self.thread.start()
+
+    def flush(self) -> None:
+        """Write the counts so far in one transaction (kept for the next batch when the
+        database fails), pruning old hours when an hour has passed since this worker last
+        did; nothing at all when there is nothing to write."""
+        with self.lock:
+            counts, self.counts = self.counts, {}
+        rows = [
+            {
+                "key_id": key,
+                "hour": _EPOCH + timedelta(hours=hour),
+                "outcome": outcome,
+                "scope": scope,
+                "count": count,
+            }
+            for (key, hour, outcome, scope), count in counts.items()
+            if count
+        ]
+        if not rows:
+            return
+        prune = time.monotonic() - self.pruned >= PRUNE_SECONDS or not self.pruned
+        try:
+            with self.app.app_context(), db.engine.begin() as connection:
+                connection.execute(_upsert(connection.dialect.name), rows)
+                if prune:
+                    cutoff = utcnow() - self.retention
+                    connection.execute(delete(KeyUsage).where(KeyUsage.hour < cutoff))
+        except SQLAlchemyError:
+            log.warning("usage: %d counts not written, kept for the next batch", len(rows))
+            with self.lock:
+                for row, count in counts.items():
+                    self.counts[row] = self.counts.get(row, 0) + count
+            return
+        if prune:
+            self.pruned = time.monotonic()
+
+
+def _flushing(counter: weakref.ref[Usage], seconds: float) -> None:
+    """The thread: a batch every `seconds`, until its application is gone."""
+    while True:
+        time.sleep(seconds)
+        usage = counter()
+        if usage is None:
+            return
+        try:
+            usage.flush()
+        except Exception:  # the thread must outlive any one batch
+            log.exception("usage: a batch failed")
+        del usage
+
+
+# Every counter of this process, for flush_all and for the fork hook.
+_counters: weakref.WeakSet[Usage] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for usage in list(_counters):
+        usage.forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def flush_all() -> None:
+    """Every application's counts written now: gunicorn's worker_exit hook calls it, and
+    atexit (for `flask run`)."""
+    for usage in list(_counters):
+        usage.flush()
+
+
+atexit.register(flush_all)
+
+
+def _upsert(dialect: str):
+    """INSERT ... SELECT the key's id (no row for a key deleted since) ... ON CONFLICT DO
+    UPDATE count = count + the batch's: one statement, run for every row of a batch."""
+    source = select(
+        ApiKey.id,
+        bindparam("hour", type_=DateTime()),
+        bindparam("outcome", type_=String()),
+        bindparam("scope", type_=String()),
+        bindparam("count", type_=Integer()),
+    ).where(ApiKey.id == bindparam("key_id"))
+    insert = (postgresql if dialect == "postgresql" else sqlite).insert
+    statement = insert(KeyUsage).from_select(
+        ["key_id", "hour", "outcome", "scope", "count"], source
+    )
+    return statement.on_conflict_do_update(
+        index_elements=["key_id", "hour", "outcome", "scope"],
+        set_={"count": KeyUsage.count + statement.excluded.count},
+    )
+
+
+def init_app(app: Flask) -> None:
+    """Count every check of a key in `app` (unless USAGE_ENABLED is false)."""
+    if app.config["USAGE_ENABLED"]:
+        app.extensions[EXTENSION] = Usage(app)
+
+
+def flush(app: Flask) -> None:
+    """`app`'s counts written now (tests, and anything that cannot wait for the thread)."""
+    usage = app.extensions.get(EXTENSION)
+    if usage is not None:
+        usage.flush()
+
+
+def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
+    """`door`'s verdict on the key `key` (its id; None: the key it found earlier in this
+    request, or nobody's use when it found none) and, let through, the `scopes` (bits) it
+    checked. app/auth.py's `checked` calls it, beside the metrics."""
+    usage: Usage | None = current_app.extensions.get(EXTENSION)
+    if usage is None:
+        return
+    pending: dict[str, Check] | None = g.get(_PENDING)
+    before = None if pending is None else pending.get(door)
+    if key is None:
+        if before is None:
+            return
+        key = before.key
+    names = to_names(scopes) if scopes and outcome == ALLOWED else ()
+    hour = before.hour if before is not None else int(time.time() // 3600)
+    check = Check(key, hour, outcome, names)
+    if pending is None:
+        setattr(g, _PENDING, {door: check})
+    else:
+        pending[door] = check
+    usage.add(before, check)
+
+
+def refused(caller: Caller, refusal: ApiError) -> ApiError:
+    """`refusal` of the request's own key by a rule of the service after its door let it
+    through (`forbidden`, `scope_exceeds_caller`): its use counted as that refusal."""
+    pending: dict[str, Check] | None = g.get(_PENDING)
+    for door, check in list((pending or {}).items()):
+        if check.key == caller.id:
+            checked(door, refusal.problem_code)
+    return refusal
