@@ -81,6 +81,7 @@ class Usage:
         self.lock = threading.Lock()
         self.counts: dict[Row, int] = {}
         self.thread: threading.Thread | None = None
+        self.stopped = threading.Event()
         self.pruned = 0.0  # time.monotonic() of the last pruning; 0: not yet
 
     def add(self, before: Check | None, check: Check) -> None:
@@ -106,11 +107,19 @@ class Usage:
                 return
             self.thread = threading.Thread(
                 target=_flushing,
-                args=(weakref.ref(self), self.flush_seconds),
+                args=(weakref.ref(self), self.flush_seconds, self.stopped),
                 name="api-keys-usage",
                 daemon=True,
             )
         self.thread.start()
+
+    def stop(self) -> None:
+        """End the thread, dropping what it has not written: an application given up before
+        its process ends (a test's) must not write later through an engine since disposed,
+        which would open a connection that nobody closes."""
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join()
 
     def flush(self) -> None:
         """Write the counts so far in one transaction (kept for the next batch when the
@@ -148,10 +157,9 @@ class Usage:
             self.pruned = time.monotonic()
 
 
-def _flushing(counter: weakref.ref[Usage], seconds: float) -> None:
-    """The thread: a batch every `seconds`, until its application is gone."""
-    while True:
-        time.sleep(seconds)
+def _flushing(counter: weakref.ref[Usage], seconds: float, stopped: threading.Event) -> None:
+    """The thread: a batch every `seconds`, until its application is gone or stopped."""
+    while not stopped.wait(seconds):
         usage = counter()
         if usage is None:
             return
@@ -215,6 +223,13 @@ def flush(app: Flask) -> None:
     usage = app.extensions.get(EXTENSION)
     if usage is not None:
         usage.flush()
+
+
+def stop(app: Flask) -> None:
+    """`app`'s thread ended, its unwritten counts dropped (tests, as they dispose of `app`)."""
+    usage = app.extensions.get(EXTENSION)
+    if usage is not None:
+        usage.stop()
 
 
 def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:

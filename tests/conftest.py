@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from app import create_app, reads
+from app import create_app, reads, usage_counter
 from app.database import upgrade
 from app.extensions import db
 from app.keys import service
@@ -172,6 +172,7 @@ def app_config() -> dict:
 def app(database_url, app_config) -> Iterator[Flask]:
     app = _app(database_url, **app_config)
     yield app
+    usage_counter.stop(app)  # no batch written later, through a disposed engine
     reads.release()  # this thread's connection, which dispose leaves open
     with app.app_context():
         db.engine.dispose()
@@ -190,6 +191,7 @@ def make_app() -> Iterator[Callable[..., Flask]]:
     yield make
     reads.release()
     for made in apps:
+        usage_counter.stop(made)
         with made.app_context():
             db.engine.dispose()
 
