@@ -66,7 +66,14 @@ def test_healthz_is_503_when_the_tables_are_gone(app_on, new_database):
     assert client.get("/healthz").status_code == 200
     engine = create_engine(url)
     with engine.begin() as connection:
-        for table in ("audit_events", "key_counts", "api_keys", "organizations"):
+        for table in (
+            "audit_events",
+            "key_counts",
+            "key_metadata",
+            "key_usage",
+            "api_keys",
+            "organizations",
+        ):
             connection.execute(text(f"DROP TABLE {table}"))
     engine.dispose()
     assert_unavailable(client.get("/healthz"))
