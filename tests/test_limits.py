@@ -260,6 +260,16 @@ def test_the_limits_count_in_redis_again_once_it_answers(
         counters.close()
 
 
+@pytest.mark.parametrize(  # usage's thread is its own (tests/test_usage.py)
+    "app_config",
+    [
+        {
+            "RATELIMIT_AUTH_FAILURES": "3/minute",
+            "RATELIMIT_PER_KEY": "5/minute",
+            "USAGE_ENABLED": False,
+        }
+    ],
+)
 def test_counting_in_memory_starts_no_thread(client, org):
     """limits' MemoryStorage starts a timer thread 10 ms after each sweep while requests
     come; the service's memory counts sweep in the request instead."""
