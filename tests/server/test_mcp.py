@@ -44,7 +44,15 @@ from tests.server.test_secrets_in_logs import secrets_of
 WORKERS = 2
 # mode= of the official client -> the protocol version it ends up speaking.
 MODES = {"legacy": LATEST_HANDSHAKE_VERSION, "auto": LATEST_MODERN_VERSION}
-TOOLS = ["list_keys", "get_key", "create_key", "update_key", "rotate_key", "delete_key"]
+TOOLS = [
+    "list_keys",
+    "get_key",
+    "create_key",
+    "update_key",
+    "rotate_key",
+    "get_key_usage",
+    "delete_key",
+]
 
 
 @pytest.fixture
@@ -158,6 +166,11 @@ async def every_tool(server, sdk: str, telemetry: str, mode: str) -> None:
         assert rotated.structured_content["name"] == "renamed"
         assert server.request("GET", "/api/keys", full_key).status == 200
         shown = keyformat.shown(keyformat.identifier_of(full_key))
+        window = {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"}  # settled
+        usage = await client.call_tool("get_key_usage", {"key": shown, **window})
+        query = "since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00Z"
+        rest = server.request("GET", f"/api/keys/{shown}/usage?{query}", sdk)
+        assert usage.structured_content == rest.json()
 
         # Refusals: isError, with the REST twin's problem body, code included, as one text
         # item; no structured content, which a client checks against the output schema.
