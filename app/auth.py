@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, metrics, policy, queries, usage_counter
+from app import credentials, keyformat, limits, policy, queries, verdicts
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -50,8 +50,7 @@ def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) ->
     one call that counts it: in the metrics, and in the usage of the key `key` (its id: the
     key the door has just found; None: the one it found before) with, let through, the
     `scopes` (bits) it checked."""
-    metrics.key_checked(door, outcome)
-    usage_counter.checked(door, outcome, key, scopes)
+    verdicts.record(door, outcome, key, scopes)
 
 
 def refused(door: str, refusal: ApiError) -> ApiError:
@@ -93,7 +92,7 @@ def use(holder: Holder, address: Callable[[], str | None], door: str) -> policy.
     """The policy's verdict on a found key used at `door` (counted) from the client
     `address()` gives; a key it lets through has its use recorded."""
     decided = policy.verdict(holder.caller, address)
-    checked(door, decided.refusal or metrics.ALLOWED, holder.caller.id)
+    checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id)
     if decided.refusal is None:
         record_use(holder.caller.identifier, holder.last_used)
     return decided
@@ -137,7 +136,7 @@ def require_held(required: int, held: int, door: str) -> None:
         names = ", ".join(to_names(missing))
         raise refused(door, ApiError(403, "forbidden", f"This key lacks the scopes: {names}."))
     if required:
-        checked(door, metrics.ALLOWED, scopes=required)
+        checked(door, verdicts.ALLOWED, scopes=required)
 
 
 def caller() -> Caller:

@@ -8,13 +8,15 @@ and a scrape, whichever worker answers it, adds up every worker's files, those o
 that died included. Elsewhere (flask run, the tests) the counts live in the application's
 own registry. The keys by kind and state are read from the database when scraped.
 
-What a request adds: two clock reads, and when its answer starts two dictionary lookups of
-children made once per label set (`.labels()` costs more than the increment) and the
-increments, in memory or in the worker's files. `python -m bench.instructions get
-forward_auth` on 2026-11-25, METRICS_ENABLED=false then true: GET 794.1k and 820.9k
-instructions per request (+3.4%), forward auth 929.5k and 961.4k (+3.4%); with
-PROMETHEUS_MULTIPROC_DIR set, as under gunicorn, 842.8k (+6.1%) and 978.6k (+5.3%): each
-increment of a file costs about 5k instructions more than one in memory.
+What a request adds: when its answer starts (app/verdicts.py's wrapper, shared with the
+usage), two dictionary lookups of children made once per label set (`.labels()` costs more
+than the increment) and the increments, in memory or in the worker's files: four per
+request with a key (requests, the histogram's sum and bucket, the door's verdict).
+`python -m bench.instructions get forward_auth` on 2026-11-25, METRICS_ENABLED=false then
+true: GET 794.1k and 820.9k instructions per request (+3.4%), forward auth 929.5k and 961.4k
+(+3.4%); with PROMETHEUS_MULTIPROC_DIR set, as under gunicorn, 842.8k (+6.1%) and 978.6k
+(+5.3%): each increment of a file costs about 5k instructions more than one in memory. For
+metrics and usage together see app/verdicts.py.
 
 No label holds a key, an identifier or an organization's name: endpoints are the routes'
 names, never paths, and the rest are fixed sets.
@@ -25,9 +27,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
-import time
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Iterator
 
 from flask import Blueprint, Flask, Response, abort, current_app, request
 from prometheus_client import (
@@ -44,16 +44,18 @@ from prometheus_client.registry import Collector
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import verdicts
 from app.extensions import db
 from app.models import ApiKey
 from app.scopes import KINDS
 from app.timestamps import utcnow
+from app.verdicts import Verdicts
 
 EXTENSION = "metrics"
 # What generate_latest writes: Prometheus's text format, version 0.0.4.
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 # A key check's outcome when the door lets the key through; else the refusal's code.
-ALLOWED = "allowed"
+ALLOWED = verdicts.ALLOWED
 # The endpoint of a request that matched no route (404, 405).
 NO_ENDPOINT = "none"
 # The methods counted by name; any other a client makes up is `other`.
@@ -62,11 +64,6 @@ OTHER_METHOD = "other"
 # From a GET's milliseconds to gunicorn's 30 s timeout.
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 STATES = ("active", "expired")
-
-
-# The verdicts of the doors the request this thread serves went through (key_checked):
-# door -> outcome, made on the first verdict; each request starts with none.
-_verdicts: ContextVar[dict[str, str] | None] = ContextVar("api_keys_verdicts", default=None)
 
 
 class KeysCollector(Collector):
@@ -150,27 +147,8 @@ class Metrics:
         self._timed: dict[str, Histogram] = {}
         self._checked: dict[tuple[str, str], Counter] = {}
 
-    def __call__(self, wsgi_app: Callable) -> Callable:
-        """`wsgi_app`, each request of which is counted, timed until its answer starts, with
-        the verdict of each door it went through. A WSGI wrapper rather than before_request
-        and after_request hooks, which cost two calls of Flask's ensure_sync and reads of
-        the request proxy: half of what counting cost."""
-
-        def counted(environ: dict, start_response: Callable):
-            started = time.perf_counter()
-            _verdicts.set(None)
-
-            def answer(status: str, headers: list, exc_info=None) -> Callable:
-                # Flask starts the answer with its request still in the environ (it
-                # clears environ["werkzeug.request"] after): the labels are read now.
-                self.count(environ, int(status[:3]), time.perf_counter() - started)
-                return start_response(status, headers, exc_info)
-
-            return wsgi_app(environ, answer)
-
-        return counted
-
-    def count(self, environ: dict, status: int, seconds: float) -> None:
+    def count(self, environ: dict, status: int, seconds: float, doors: Verdicts) -> None:
+        """A request whose answer starts: app/verdicts.py's wrapper calls it."""
         served = environ.get("werkzeug.request")
         rule = None if served is None else served.url_rule
         endpoint = NO_ENDPOINT if rule is None else rule.endpoint
@@ -184,13 +162,11 @@ class Metrics:
         if timed is None:
             timed = self._timed[endpoint] = self.durations.labels(endpoint)
         timed.observe(seconds)
-        verdicts = _verdicts.get()
-        if verdicts:
-            for verdict in verdicts.items():
-                checked = self._checked.get(verdict)
-                if checked is None:
-                    checked = self._checked[verdict] = self.key_checks.labels(*verdict)
-                checked.inc()
+        for door, (_key, outcome, _scopes) in doors.items():
+            checked = self._checked.get((door, outcome))
+            if checked is None:
+                checked = self._checked[door, outcome] = self.key_checks.labels(door, outcome)
+            checked.inc()
 
 
 def init_app(app: Flask) -> None:
@@ -209,22 +185,11 @@ def init_app(app: Flask) -> None:
     # two modes (the files have none) and tell Prometheus nothing it needs.
     disable_created_metrics()
     metrics = app.extensions[EXTENSION] = Metrics(multiprocess)
-    app.wsgi_app = metrics(app.wsgi_app)  # type: ignore[method-assign]
+    verdicts.count(app, metrics.count)
 
 
 def _metrics() -> Metrics | None:
     return current_app.extensions.get(EXTENSION)
-
-
-def key_checked(door: str, outcome: str = ALLOWED) -> None:
-    """`door`'s verdict on the request's key: its last one in a request is counted, once,
-    when the answer leaves (a key found, then refused for its kind or scopes, is one
-    refusal). app/auth.py calls it wherever it decides."""
-    verdicts = _verdicts.get()
-    if verdicts is None:
-        _verdicts.set({door: outcome})
-    else:
-        verdicts[door] = outcome
 
 
 def limit_refused(rate: str) -> None:

@@ -5,11 +5,12 @@ USAGE_FLUSH_SECONDS, and once more when the worker stops gracefully (gunicorn's 
 hook, atexit for `flask run`). A worker killed outright loses what it counted since its last
 batch, never more.
 
-What is counted is what each door decided, as app/auth.py's `checked` says it (the same call
-feeds app/metrics.py): per request and door, the last verdict on the key found there, so a
-key let through and then refused for its kind or scopes is one refusal. A verdict that
-replaces an earlier one in the same request takes the earlier one's count back (a batch may
-then carry a -1), which costs no hook at the end of each request.
+What is counted is what each door decided, as app/auth.py's `checked` records it in
+app/verdicts.py (the record the metrics read too): per request and door, the last verdict on
+the key found there, so a key let through and then refused for its kind or scopes is one
+refusal. The record is read once, when the answer starts, by the one wrapper that also feeds
+the metrics: one lock and one clock read per request, no take-back of a replaced verdict.
+Measured: app/verdicts.py.
 
 The thread starts with the first count of each process, so never in gunicorn's master (which
 serves nothing), and again in a forked child; it holds its counter weakly and ends when the
@@ -25,26 +26,25 @@ import threading
 import time
 import weakref
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
-from flask import Flask, current_app, g
+from flask import Flask
 from sqlalchemy import DateTime, Integer, String, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import verdicts
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
 from app.models import ApiKey, KeyUsage
 from app.scopes import to_names
 from app.timestamps import utcnow
+from app.verdicts import Verdicts
 
 EXTENSION = "usage"
-ALLOWED = "allowed"
+ALLOWED = verdicts.ALLOWED
 # The scope of a use itself, beside the rows of the scopes its door checked.
 USE = ""
-# Where a request keeps its doors' last verdicts: door -> Check.
-_PENDING = "usage_checks"
 _EPOCH = datetime(1970, 1, 1)
 PRUNE_SECONDS = 3600
 
@@ -52,18 +52,6 @@ log = logging.getLogger(__name__)
 
 # A count's key: the key's id, its hour (hours since 1970), the outcome, the scope.
 Row = tuple[int, int, str, str]
-
-
-class Check(NamedTuple):
-    """One door's verdict on one key in the current request."""
-
-    key: int
-    hour: int
-    outcome: str
-    scopes: tuple[str, ...]
-
-    def rows(self) -> list[Row]:
-        return [(self.key, self.hour, self.outcome, scope) for scope in (USE, *self.scopes)]
 
 
 class Usage:
@@ -84,20 +72,24 @@ class Usage:
         self.stopped = threading.Event()
         self.pruned = 0.0  # time.monotonic() of the last pruning; 0: not yet
 
-    def add(self, before: Check | None, check: Check) -> None:
-        """`check` counted, `before` (the verdict it replaces) taken back."""
-        if before is not None and before[:3] == check[:3]:  # the same use, more scopes
-            rows = [row for row in check.rows() if row[3] not in before.scopes and row[3]]
-            taken: list[Row] = []
-        else:
-            rows = check.rows()
-            taken = [] if before is None else before.rows()
+    def add(self, environ: dict, status: int, seconds: float, doors: Verdicts) -> None:
+        """A request whose answer starts (app/verdicts.py's wrapper calls it): each door's
+        last verdict on a key counted, with the scopes it checked when it let the key
+        through."""
+        if not doors:
+            return
+        hour = int(time.time() // 3600)
         with self.lock:
             counts = self.counts
-            for row in taken:
-                counts[row] = counts.get(row, 0) - 1
-            for row in rows:
+            for key, outcome, scopes in doors.values():
+                if key is None:
+                    continue
+                row = (key, hour, outcome, USE)
                 counts[row] = counts.get(row, 0) + 1
+                if scopes and outcome == ALLOWED:
+                    for scope in to_names(scopes):
+                        row = (key, hour, outcome, scope)
+                        counts[row] = counts.get(row, 0) + 1
         if self.thread is None:
             self.start()
 
@@ -215,7 +207,8 @@ def _upsert(dialect: str):
 def init_app(app: Flask) -> None:
     """Count every check of a key in `app` (unless USAGE_ENABLED is false)."""
     if app.config["USAGE_ENABLED"]:
-        app.extensions[EXTENSION] = Usage(app)
+        usage = app.extensions[EXTENSION] = Usage(app)
+        verdicts.count(app, usage.add)
 
 
 def flush(app: Flask) -> None:
@@ -232,34 +225,8 @@ def stop(app: Flask) -> None:
         usage.stop()
 
 
-def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
-    """`door`'s verdict on the key `key` (its id; None: the key it found earlier in this
-    request, or nobody's use when it found none) and, let through, the `scopes` (bits) it
-    checked. app/auth.py's `checked` calls it, beside the metrics."""
-    usage: Usage | None = current_app.extensions.get(EXTENSION)
-    if usage is None:
-        return
-    pending: dict[str, Check] | None = g.get(_PENDING)
-    before = None if pending is None else pending.get(door)
-    if key is None:
-        if before is None:
-            return
-        key = before.key
-    names = to_names(scopes) if scopes and outcome == ALLOWED else ()
-    hour = before.hour if before is not None else int(time.time() // 3600)
-    check = Check(key, hour, outcome, names)
-    if pending is None:
-        setattr(g, _PENDING, {door: check})
-    else:
-        pending[door] = check
-    usage.add(before, check)
-
-
 def refused(caller: Caller, refusal: ApiError) -> ApiError:
     """`refusal` of the request's own key by a rule of the service after its door let it
     through (`forbidden`, `scope_exceeds_caller`): its use counted as that refusal."""
-    pending: dict[str, Check] | None = g.get(_PENDING)
-    for door, check in list((pending or {}).items()):
-        if check.key == caller.id:
-            checked(door, refusal.problem_code)
+    verdicts.refused(caller.id, refusal.problem_code)
     return refusal
