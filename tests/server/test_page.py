@@ -635,6 +635,28 @@ def test_paging_and_the_kind_filter_work_as_in_the_api(tab, server, org):
     expect(page.get_by_text("Page 1 of 1 · 10 keys")).to_be_visible()
 
 
+def test_an_older_list_answer_arriving_last_is_not_shown(tab, server, org):
+    """Keys per page chosen twice quickly: the first choice's answer, held back until the
+    second's has arrived, must not replace it."""
+    for number in range(1, 13):
+        make_key(server, org.sdk, f"Key {number:02}")
+    page = tab.page
+    use_key(page, org.sdk)
+    expect(page.get_by_text("Page 1 of 1 · 14 keys")).to_be_visible()
+    held = []
+    page.route("**/api/keys?*page_size=25*", lambda route: held.append(route))
+    page.get_by_label("Keys per page").select_option("25")
+    page.wait_for_timeout(200)
+    assert len(held) == 1
+    page.get_by_label("Keys per page").select_option("10")
+    expect(page.get_by_text("Page 1 of 2 · 14 keys")).to_be_visible()
+    held[0].continue_()
+    page.wait_for_timeout(500)
+    expect(page.get_by_text("Page 1 of 2 · 14 keys")).to_be_visible()
+    assert len(names_listed(page)) == 10
+    expect(page.get_by_role("button", name="Next page")).to_be_enabled()
+
+
 def test_a_refused_key_sends_the_person_back_to_the_key_input(tab, server, org):
     page = tab.page
     tab.expect_refusal(401, 403)

@@ -173,8 +173,13 @@ function keyRow(key) {
   return row;
 }
 
-/** Show listing.page; false when it could not be read. */
+// The newest read of the list: an older answer that arrives after it is dropped, so that
+// changing a filter twice quickly never leaves the first choice's page on screen.
+let newestRead = 0;
+
+/** Show listing.page; false when it could not be read, or a newer read replaced it. */
 export async function loadPage() {
+  const read = ++newestRead;
   const query = new URLSearchParams({ page: listing.page, page_size: listing.pageSize });
   if (listing.kind) {
     query.set("kind", listing.kind);
@@ -195,10 +200,17 @@ export async function loadPage() {
   try {
     answer = await api("GET", `${API}?${query}`);
   } catch (error) {
-    report(listError, error);
+    if (read === newestRead) {
+      report(listError, error);
+    }
     return false;
   } finally {
-    table.removeAttribute("aria-busy");
+    if (read === newestRead) {
+      table.removeAttribute("aria-busy");
+    }
+  }
+  if (read !== newestRead) {
+    return false; // a newer read is on its way
   }
   const pages = Math.max(1, Math.ceil(answer.total_count / answer.page_size));
   if (answer.data.length === 0 && listing.page > pages) {
