@@ -668,14 +668,21 @@ def test_a_fault_is_the_rest_500_without_its_detail(client, org, monkeypatch, ca
     assert "An MCP tool call failed" in caplog.text
 
 
+def tools_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == TOOLS_THREAD}
+
+
 def test_closing_the_server_ends_its_threads(app, client, org):
+    """This application's threads, whatever another test's application left running."""
+    others = tools_threads()
     assert call(client, org.sdk, "list_keys", {})["isError"] is False
     runtime = app.extensions.pop("mcp")
-    assert any(thread.name == TOOLS_THREAD for thread in threading.enumerate())
+    ours = tools_threads() - others
+    assert ours
     runtime.close()
     assert not runtime.thread.is_alive()
     deadline = time.monotonic() + 10
-    while any(thread.name == TOOLS_THREAD for thread in threading.enumerate()):
+    while any(thread.is_alive() for thread in ours):
         assert time.monotonic() < deadline, "the tools' thread outlived its server"
         time.sleep(0.01)
 

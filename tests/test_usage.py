@@ -244,3 +244,18 @@ def test_the_mcp_tool_answers_the_rest_body_and_is_read_only(client, org, make_k
     assert today["scopes"] == {"site:read": 1}
     refused = call(client, org.sdk, "get_key_usage", {"key": shown(key), "granularity": "week"})
     assert refused["isError"] is True
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "until=0001-01-07T09:20:04Z&granularity=day",
+        "until=9999-12-31T23:59:59Z&granularity=hour",
+        "since=9999-12-31T12:00:00Z&until=9999-12-31T23:00:00Z&granularity=day",
+    ],
+)
+def test_a_window_at_the_ends_of_time_is_422_not_500(client, org, query):
+    """Found by the fuzz test: a window whose whole buckets fall outside years 1 to 9999."""
+    answer = client.get(f"/api/keys/{org.sdk}/usage?{query}", auth=(org.sdk, ""))
+    assert answer.status_code == 422, answer.json
+    assert set(answer.json["errors"]) <= {"since", "until"}

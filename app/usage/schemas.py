@@ -6,7 +6,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from app.arguments import Timestamp
 from app.timestamps import utcnow
-from app.usage.service import DAY, DEFAULT_WINDOW, GRANULARITIES, LONGEST_WINDOW
+from app.usage.service import DAY, DEFAULT_WINDOW, GRANULARITIES, LONGEST_WINDOW, window
 
 
 class UsageArguments(Schema):
@@ -22,7 +22,13 @@ class UsageArguments(Schema):
     @validates_schema
     def at_most_90_days(self, data: dict, **kwargs) -> None:
         until = data.get("until") or utcnow()
-        since = data.get("since") or until - DEFAULT_WINDOW
+        try:
+            since = data.get("since") or until - DEFAULT_WINDOW
+            window(since, until, data["granularity"])
+        except OverflowError:  # its whole buckets would begin before year 1 or end after 9999
+            field = "since" if "since" in data else "until"
+            message = "Too near the first or last day a time can have."
+            raise ValidationError(message, field) from None
         if since >= until:
             raise ValidationError("Must be before until.", "since")
         if until - since > LONGEST_WINDOW:
