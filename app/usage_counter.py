@@ -112,6 +112,9 @@ class Usage:
         self.stopped.set()
         if self.thread is not None:
             self.thread.join()
+        with self.lock:
+            self.counts = {}
+        _counters.discard(self)
 
     def flush(self) -> None:
         """Write the counts so far in one transaction (kept for the next batch when the
@@ -222,6 +225,14 @@ def stop(app: Flask) -> None:
     """`app`'s thread ended, its unwritten counts dropped (tests, as they dispose of `app`)."""
     usage = app.extensions.get(EXTENSION)
     if usage is not None:
+        usage.stop()
+
+
+def stop_all() -> None:
+    """Every application's thread ended, their unwritten counts dropped: for a process that
+    gives up its applications as it goes (the test suite, after each test), so that none
+    writes later through an engine since disposed, nor at exit."""
+    for usage in list(_counters):
         usage.stop()
 
 

@@ -162,6 +162,15 @@ def statements(app):
     return record
 
 
+@pytest.fixture(autouse=True)
+def no_usage_thread_outlives_its_test() -> Iterator[None]:
+    """Whatever application a test made (the fixtures', or its own create_app()), its usage
+    thread ends with the test: none writes later, into another test's database, through an
+    engine since disposed (a connection nobody closes: a ResourceWarning in a later test)."""
+    yield
+    usage_counter.stop_all()
+
+
 @pytest.fixture
 def app_config() -> dict:
     """Configuration a test module may override."""
