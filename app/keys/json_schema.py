@@ -4,7 +4,7 @@ pattern, and the rules the schemas check across fields (their `validates_schema`
 
 from __future__ import annotations
 
-from app.keys.schemas import READ_ONLY, UPDATABLE
+from app.keys.schemas import BIDI_CONTROLS, CONTROLS, READ_ONLY, UPDATABLE
 from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, to_names
 
 # What the key output's fields are beyond their marshmallow type (fields.Function carries
@@ -59,9 +59,8 @@ READ_ONLY_INPUT = (
     + ", ".join(f"`{field}`" for field in sorted(READ_ONLY))
     + ") are accepted and ignored, whatever their values; any other unknown field is 422."
 )
-# What names may not hold (app/keys/schemas.py's rule), as JSON Schema pattern escapes:
-# control characters (C0, DEL, C1) and bidirectional controls.
-_REFUSED = "\\x00-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069"
+# What names may not hold: app/keys/schemas.py's rule, in the same escapes.
+_REFUSED = CONTROLS + BIDI_CONTROLS
 
 
 def complete_inputs(components: dict[str, dict]) -> None:

@@ -44,19 +44,23 @@ MAX_RATE_SECONDS = 24 * 60 * 60
 MAX_METADATA_MEMBERS = 20
 METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
-# C0 and C1 control characters, DEL, and lone surrogates (which no database can store).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-# Unicode's bidirectional embeddings, overrides and isolates, which make a name display as
-# something else ("exe.txt" for "txt.exe"). The joiners and variation selectors of emoji
-# sequences are not among them.
-_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# What a name may not hold, as pattern escapes that Python's re and JSON Schema both read
+# (app/keys/json_schema.py documents the same rule from these): C0 and C1 control characters
+# and DEL; Unicode's bidirectional embeddings, overrides and isolates, which make a name
+# display as something else ("exe.txt" for "txt.exe"). The joiners and variation selectors
+# of emoji sequences are not among them.
+CONTROLS = "\\x00-\\x1f\\x7f-\\x9f"
+BIDI_CONTROLS = "\\u202a-\\u202e\\u2066-\\u2069"
+# Lone surrogates too, which no database can store (and JSON Schema cannot name).
+_UNPRINTABLE = re.compile(f"[{CONTROLS}\\ud800-\\udfff]")
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 
 def _printable(value: str) -> None:
     if _UNPRINTABLE.search(value):
         raise ValidationError("Must not contain control characters.")
-    if _BIDI_CONTROLS.search(value):
-        raise ValidationError("Must not contain bidirectional control characters.")
+    if _BIDI.search(value):
+        raise ValidationError("Must not contain bidirectional embeddings, overrides or isolates.")
 
 
 class Name(fields.String):
