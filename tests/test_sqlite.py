@@ -10,6 +10,7 @@ from contextlib import closing
 
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
 
 from app.extensions import db
 from tests.databases import sqlite_only
@@ -92,3 +93,80 @@ def test_settings_come_back_on_a_new_connection(app, pragma):
         with db.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def _write(connection, name: str) -> None:
+    connection.execute(text("UPDATE api_keys SET name = :name"), {"name": name})
+
+
+def test_writers_queue_for_their_turn_instead_of_polling_the_busy_handler(app, org):
+    """With no busy timeout at all, a second writer fails at once with "database is
+    locked" unless it waits in the writers' queue (database.QueuedConnection): there it
+    wakes when the first commits, and writes after it."""
+    order: list[str] = []
+    with app.app_context():
+        first, second = db.engine.connect(), db.engine.connect()
+        try:
+            for connection in (first, second):
+                connection.exec_driver_sql("PRAGMA busy_timeout=0")
+            _write(first, "first")  # holds the queue and SQLite's write lock
+
+            def second_writer() -> None:
+                _write(second, "second")
+                order.append("second wrote")
+                second.commit()
+
+            thread = threading.Thread(target=second_writer)
+            thread.start()
+            thread.join(0.3)
+            assert thread.is_alive(), "the second writer did not wait for its turn"
+            order.append("first commits")
+            first.commit()
+            thread.join(5)
+            assert not thread.is_alive()
+            assert order == ["first commits", "second wrote"]
+            names = second.execute(text("SELECT DISTINCT name FROM api_keys")).scalars()
+            assert list(names) == ["second"]
+        finally:
+            first.close()
+            second.close()
+
+
+def test_a_thread_holding_the_queue_does_not_wait_for_itself(app):
+    """A second connection of the same thread writes outside the queue: SQLite's busy
+    timeout refuses it, where waiting in the queue would wait forever."""
+    with app.app_context():
+        first, second = db.engine.connect(), db.engine.connect()
+        try:
+            second.exec_driver_sql("PRAGMA busy_timeout=50")
+            _write(first, "first")
+            with pytest.raises(OperationalError, match="database is locked"):
+                _write(second, "second")
+            second.rollback()
+            first.commit()
+        finally:
+            first.close()
+            second.close()
+
+
+def test_a_rollback_and_a_closed_connection_leave_the_queue(app):
+    with app.app_context():
+        first, second = db.engine.connect(), db.engine.connect()
+        try:
+            second.exec_driver_sql("PRAGMA busy_timeout=0")
+            _write(first, "rolled back")
+            first.rollback()
+            _write(first, "closed")
+            first.invalidate()  # closes the driver's connection, mid-transaction
+            done = threading.Event()
+
+            def writer() -> None:
+                _write(second, "written")
+                second.commit()
+                done.set()
+
+            threading.Thread(target=writer).start()
+            assert done.wait(5), "the queue was not left"
+        finally:
+            first.close()
+            second.close()
