@@ -39,6 +39,9 @@ WRK_MISSING = "wrk is not installed: run `apt-get install -y wrk` (or your syste
 # The deep list page: the last full page of the reading organization of the small database,
 # asked of both databases, so that the big one does the same work on a bigger table.
 PAGE_SIZE = 50
+# Chains of rotations per wrk run of `rotate`: one per connection keeps every connection
+# busy, and one per thread more, since wrk asks for one request to check the script first.
+CHAINS = int(os.environ.get("BENCH_CONNECTIONS", 32)) + int(os.environ.get("BENCH_THREADS", 2))
 
 
 def setting(name: str, default: int | str) -> int | str:
@@ -138,6 +141,8 @@ class Scenario:
     auth: str | None = None  # the full key to authenticate with
     expect: int = 200
     body: str | None = None  # what the script sends (BENCH_BODY): mcp.lua, post.lua
+    # Fresh keys for rotate.lua: each run (warm-up included) takes CHAINS of its own.
+    targets: list[str] = field(default_factory=list)
 
     def command(self, port: int, seconds: int) -> list[str]:
         threads, connections = setting("THREADS", 2), setting("CONNECTIONS", 32)
@@ -150,10 +155,13 @@ class Scenario:
         if self.auth is None:
             return dict(os.environ)
         basic = base64.b64encode(f"{self.auth}:".encode()).decode()
+        fresh, self.targets = self.targets[:CHAINS], self.targets[CHAINS:]
         return os.environ | {
             "BENCH_AUTH": basic,
             "BENCH_KEY": self.auth,
             "BENCH_BODY": self.body or "",
+            "BENCH_TARGETS": ",".join(fresh),
+            "BENCH_THREADS": str(setting("THREADS", 2)),
         }
 
 
@@ -215,8 +223,7 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
     get = f"/api/keys/{small.read_target}"
     update = f"/api/keys/{small.write_target}"
     mcp_get = get_key_call(small.read_target)
-    rotate = f"/api/keys/{small.write_target}/rotate"
-    grace = json.dumps({"grace_seconds": 3600})  # the target stays: each request rotates it
+    grace = json.dumps({"grace_seconds": 3600})
     stale = "/api/keys?unused_since=2999-01-01T00:00:00Z"  # every key: the whole count
     checked = json.dumps({"token": small.reader})  # a live key of the same organization
     reader, writer = small.reader, small.writer
@@ -224,6 +231,7 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario("bare_flask", "bare", "/ping"),
         Scenario("bare_flask_logged", "bare_logged", "/ping"),
         Scenario("get", "service", get, "auth.lua", reader),
+        Scenario("get_unobserved", "unobserved", get, "auth.lua", reader),
         Scenario("get_redis", "redis", get, "auth.lua", reader),
         Scenario("get_limits_off", "limits_off", get, "auth.lua", reader),
         Scenario("list_50", "service", "/api/keys", "auth.lua", reader),
@@ -231,8 +239,11 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario("deep_list_50", "service", deep, "auth.lua", reader),
         Scenario("create", "service", "/api/keys", "create.lua", writer, expect=201),
         Scenario("update", "service", update, "update.lua", writer),
-        Scenario("rotate", "service", rotate, "post.lua", writer, expect=201, body=grace),
+        Scenario("rotate", "service", "/", "rotate.lua", writer, 201, grace, small.rotate_targets),
         Scenario("forward_auth", "service", FORWARD_AUTH, "auth.lua", reader, expect=204),
+        Scenario(
+            "forward_auth_unobserved", "unobserved", FORWARD_AUTH, "auth.lua", reader, expect=204
+        ),
         Scenario("introspect", "service", "/api/introspect", "post.lua", reader, body=checked),
         Scenario("unauthenticated_401", "service", get, expect=401),
         Scenario("mcp_get_key", "mcp", "/mcp", "mcp.lua", reader, body=mcp_get),
@@ -271,6 +282,10 @@ UNSPENDABLE = {
 }
 
 
+# The same without the usage counting and the metrics, to show what they cost.
+UNOBSERVED = {"USAGE_ENABLED": "false", "METRICS_ENABLED": "false"}
+
+
 def redis_url() -> str | None:
     """BENCH_REDIS_URL (this machine's Redis by default) when it answers a PING."""
     url = str(setting("REDIS_URL", "redis://127.0.0.1:6379/0"))
@@ -292,6 +307,7 @@ def service_settings(small_url: str, big_url: str) -> dict[str, dict[str, str]]:
         "service": {"DATABASE_URL": small_url, **UNSPENDABLE},
         "mcp": {"DATABASE_URL": small_url, **UNSPENDABLE},
         "limits_off": {"DATABASE_URL": small_url, "RATELIMIT_ENABLED": "false"},
+        "unobserved": {"DATABASE_URL": small_url, **UNSPENDABLE, **UNOBSERVED},
         "big": {"DATABASE_URL": big_url, **UNSPENDABLE},
     }
     url = redis_url()
@@ -349,7 +365,8 @@ def main() -> None:
             f"sqlite:///{workdir}/small.sqlite3",
             f"sqlite:///{workdir}/big.sqlite3",
         )
-        small, big = seed(small_url, keys), seed(big_url, big_keys, metadata=True)
+        small = seed(small_url, keys, rotations=CHAINS * (rounds + 1))  # +1: the warm-up
+        big = seed(big_url, big_keys, metadata=True)
         print(f"seeded {keys} and {big_keys} keys in {time.monotonic() - started:.1f} s")
         settings = service_settings(small_url, big_url)
         servers = {}

@@ -35,14 +35,18 @@ class Seeded:
     read_target: str  # identifier of one of its keys
     writer: str  # full SDK key of a separate organization, so that writes leave reads alone
     write_target: str  # identifier of a custom key there
+    rotate_targets: list[str]  # identifiers of fresh custom keys there, to rotate
     keys_per_organization: int
 
 
-def seed(url: str, keys: int, organizations: int = 4, metadata: bool = False) -> Seeded:
+def seed(
+    url: str, keys: int, organizations: int = 4, metadata: bool = False, rotations: int = 0
+) -> Seeded:
     """Migrate the database at `url` and fill it; `keys` are shared evenly by
     `organizations` organizations, plus one organization for the writes. With `metadata`,
     each seeded key has {"team": "team-<n>"}, n from 0 to TEAMS - 1, evenly in each
-    organization, indexed for the list's metadata[team]= filter."""
+    organization, indexed for the list's metadata[team]= filter. `rotations` fresh keys of
+    the writes' organization are there to be rotated, each once (then its successor)."""
     app = create_app({"SQLALCHEMY_DATABASE_URI": url, "RATELIMIT_ENABLED": False})
     upgrade(app)
     per_organization = keys // organizations
@@ -81,6 +85,13 @@ def seed(url: str, keys: int, organizations: int = 4, metadata: bool = False) ->
         target, _ = service.mint_key(
             "bench-writes", {"name": "renamed", "kind": "custom", "scope_bits": BITS["site:read"]}
         )
+        rotated = [
+            service.mint_key(
+                "bench-writes",
+                {"name": f"rotated {n}", "kind": "custom", "scope_bits": BITS["site:read"]},
+            )[0].identifier
+            for n in range(rotations)
+        ]
         db.session.commit()
         reader = next(full for key, full in readers[0][1] if key.kind == "sdk_integration")
         writer = next(full for key, full in writer_keys if key.kind == "sdk_integration")
@@ -89,6 +100,7 @@ def seed(url: str, keys: int, organizations: int = 4, metadata: bool = False) ->
             read_target=keyformat.shown(rows_identifier(readers[0][0].id)),
             writer=writer,
             write_target=target.identifier,
+            rotate_targets=rotated,
             keys_per_organization=per_organization + 2,
         )
         db.engine.dispose()

@@ -14,6 +14,7 @@ import pytest
 from bench import bare, run
 from bench.seed import Seeded
 
+TARGETS = [f"ak_r{n}" for n in range(8)]
 WRK_OUTPUT = """\
 Running 5s test @ http://127.0.0.1:5000/ping
   2 threads and 32 connections
@@ -68,7 +69,7 @@ def test_a_baseline_answers_each_compared_scenario_right_after_this_checkout():
 
 
 def test_the_mcp_scenario_calls_get_key_on_gets_key_with_a_bearer_key():
-    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", 100)
+    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", TARGETS, 100)
     plan = {scenario.name: scenario for scenario in run.scenarios(seeded, seeded)}
     mcp, get = plan["mcp_get_key"], plan["get"]
     assert (mcp.path, mcp.script, mcp.auth) == ("/mcp", "mcp.lua", get.auth)
@@ -80,18 +81,20 @@ def test_the_mcp_scenario_calls_get_key_on_gets_key_with_a_bearer_key():
     assert (Path(run.BENCH) / "mcp.lua").is_file()
 
 
-def test_the_rotate_scenario_rotates_the_write_target_with_a_grace_period():
-    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", 100)
+def test_the_rotate_scenario_follows_chains_from_fresh_keys_for_each_run(monkeypatch):
+    """A rotated key answers 409, so each wrk run (the warm-up included) starts CHAINS
+    chains from keys nobody rotated, and rotate.lua follows each to its newest key."""
+    monkeypatch.setattr(run, "CHAINS", 3)
+    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", TARGETS, 100)
     plan = {scenario.name: scenario for scenario in run.scenarios(seeded, seeded)}
     rotate = plan["rotate"]
-    assert (rotate.path, rotate.script, rotate.auth, rotate.expect) == (
-        "/api/keys/ak_written/rotate",
-        "post.lua",
-        "ak_writer",
-        201,
-    )
-    assert json.loads(rotate.env()["BENCH_BODY"]) == {"grace_seconds": 3600}
-    assert (Path(run.BENCH) / "post.lua").is_file()
+    assert (rotate.script, rotate.auth, rotate.expect) == ("rotate.lua", "ak_writer", 201)
+    first, second = rotate.env(), rotate.env()
+    assert json.loads(first["BENCH_BODY"]) == {"grace_seconds": 3600}
+    assert first["BENCH_TARGETS"] == "ak_r0,ak_r1,ak_r2"
+    assert second["BENCH_TARGETS"] == "ak_r3,ak_r4,ak_r5"
+    script = (Path(run.BENCH) / "rotate.lua").read_text()
+    assert '"/api/keys/" .. identifier .. "/rotate"' in script
     stale = plan["unused_since_50_big"]
     assert (stale.server, stale.path.partition("?")[2]) == (
         "big",
@@ -100,7 +103,7 @@ def test_the_rotate_scenario_rotates_the_write_target_with_a_grace_period():
 
 
 def test_the_checks_scenarios_ask_forward_auth_and_introspection_with_the_reader():
-    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", 100)
+    seeded = Seeded("ak_reader", "ak_target...", "ak_writer", "ak_written", TARGETS, 100)
     plan = {scenario.name: scenario for scenario in run.scenarios(seeded, seeded)}
     forward, introspect = plan["forward_auth"], plan["introspect"]
     assert (forward.path, forward.auth, forward.expect) == (
@@ -121,11 +124,12 @@ def test_the_service_is_measured_as_make_run_serves_it(monkeypatch):
     allowances), gunicorn.conf.py with its access log; limits off only on its own line."""
     monkeypatch.setenv("BENCH_REDIS_URL", "redis://127.0.0.1:1/0")  # nothing answers there
     settings = run.service_settings("sqlite:///small", "sqlite:///big")
-    assert set(settings) == {"service", "mcp", "limits_off", "big"}
+    assert set(settings) == {"service", "mcp", "limits_off", "unobserved", "big"}
     assert settings["mcp"] == settings["service"]  # its own workers: their RSS apart
     for name in ("service", "big"):
         assert set(settings[name]) == {"DATABASE_URL", *run.UNSPENDABLE}
     assert settings["limits_off"]["RATELIMIT_ENABLED"] == "false"
+    assert settings["unobserved"] == settings["service"] | run.UNOBSERVED
 
 
 def test_bare_flask_is_served_with_the_projects_settings_and_no_access_log(monkeypatch):
