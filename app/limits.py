@@ -23,7 +23,6 @@ from typing import NamedTuple
 from flask import Flask, current_app, request
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import MemoryStorage, Storage, storage_from_string
-from limits.strategies import FixedWindowRateLimiter
 
 from app import metrics
 from app.errors import RETRY_SHORTLY, ApiError
@@ -93,72 +92,81 @@ def storage(uri: str, options: dict) -> Storage:
     return storage_from_string(uri, **options)
 
 
+def counter_key(item: RateLimitItem, prefix: str, name: str) -> tuple[str, str]:
+    """The counter key of `item` for an identifier under `name`, as the two strings around
+    the identifier: `limits`' own key (RateLimitItem.key_for), built once, not per request
+    (tests/test_limits.py checks they match)."""
+    around = item.key_for(prefix, name, "\0").split("\0")
+    return around[0], around[1]
+
+
 class Limits:
-    """One application's limits, in app.extensions["limits"]."""
+    """One application's limits, in app.extensions["limits"]: fixed windows counted in
+    `limits`' storage, as its FixedWindowRateLimiter counts them, with counter keys made
+    once per rate (the limiter builds each from ten conversions, bench/README.md)."""
 
     def __init__(self, app: Flask) -> None:
         config = app.config
         self.enabled: bool = config["RATELIMIT_ENABLED"]
         self.prefix: str = config["RATELIMIT_KEY_PREFIX"]
         self.rates: dict[str, RateLimitItem] = {name: parse(config[name]) for name in RATES}
+        self.keys = {
+            name: counter_key(item, self.prefix, name) for name, item in self.rates.items()
+        }
         self.fallback_enabled: bool = config["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"]
         self.logger = app.logger
         options = config.get("RATELIMIT_STORAGE_OPTIONS", {})
         self.storage = storage(config["RATELIMIT_STORAGE_URI"], options)
-        self.limiter = FixedWindowRateLimiter(self.storage)
-        self.fallback: FixedWindowRateLimiter | None = None  # while the storage is silent
+        self.fallback: Storage | None = None  # while the storage is silent
         self.retry_at = 0.0
 
     def allowed(self, rate: str, identifier: str, count: bool) -> bool:
         """Whether `identifier` has some of `rate` left; `count` spends one."""
         item = self.rates[rate]
-        keys = (self.prefix, rate, identifier)
+        head, tail = self.keys[rate]
+        key = head + identifier + tail
         try:
-            limiter = self._limiter()
-            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+            return _allowed(self._storage(), item, key, count)
         except self.storage.base_exceptions:
-            limiter = self._fall_back()
-            return limiter.hit(item, *keys) if count else limiter.test(item, *keys)
+            return _allowed(self._fall_back(), item, key, count)
 
     def spend(self, item: RateLimitItem, identifier: str) -> Allowance:
         """One use of the key `identifier` under its own limit `item` (app/policy.py):
         counted whether the abuse limits are on or not, since its owner asked for it."""
-        keys = (self.prefix, OWN, identifier)
+        key = item.key_for(self.prefix, OWN, identifier)
 
-        def hit(limiter: FixedWindowRateLimiter) -> Allowance:
-            allowed = limiter.hit(item, *keys)
-            stats = limiter.get_window_stats(item, *keys)
-            return Allowance(
-                allowed, stats.remaining, max(1, math.ceil(stats.reset_time - time.time()))
-            )
+        def hit(counts: Storage) -> Allowance:
+            allowed = _allowed(counts, item, key, count=True)
+            remaining = max(0, item.amount - counts.get(key))
+            return Allowance(allowed, remaining, _seconds_until(counts.get_expiry(key)))
 
         try:
-            return hit(self._limiter())
+            return hit(self._storage())
         except self.storage.base_exceptions:
             return hit(self._fall_back())
 
     def refusal(self, rate: str, identifier: str) -> ApiError:
         """429 with the whole seconds until `identifier`'s `rate` lets it through again."""
-        stats = self._limiter().get_window_stats(self.rates[rate], self.prefix, rate, identifier)
-        retry_after = max(1, math.ceil(stats.reset_time - time.time()))
+        head, tail = self.keys[rate]
+        retry_after = _seconds_until(self._storage().get_expiry(head + identifier + tail))
         metrics.limit_refused(rate)
         return ApiError(
             429, "rate_limited", MESSAGES[rate], headers=[("Retry-After", str(retry_after))]
         )
 
-    def _limiter(self) -> FixedWindowRateLimiter:
-        """The storage's limiter, or the memory's while the storage is silent."""
+    def _storage(self) -> Storage:
+        """The storage, or the memory while the storage is silent."""
         if self.fallback is None:
-            return self.limiter
+            return self.storage
         if time.monotonic() >= self.retry_at:
             if self.storage.check():
                 self.fallback = None
                 self.logger.warning("Rate limit storage answers again: counting there.")
-                return self.limiter
+                return self.storage
             self.retry_at = time.monotonic() + RETRY_SECONDS
         return self.fallback
 
-    def _fall_back(self) -> FixedWindowRateLimiter:
+    def _fall_back(self) -> Storage:
         if not self.fallback_enabled:
             raise ApiError(
                 503,
@@ -170,9 +178,20 @@ class Limits:
             self.logger.warning(
                 "Rate limit storage unreachable - falling back to in-memory storage"
             )
-            self.fallback = FixedWindowRateLimiter(MemoryCounts())
+            self.fallback = MemoryCounts()
         self.retry_at = time.monotonic() + RETRY_SECONDS
         return self.fallback
+
+
+def _allowed(counts: Storage, item: RateLimitItem, key: str, count: bool) -> bool:
+    """FixedWindowRateLimiter's hit (`count`) or test, on a key already built."""
+    if count:
+        return counts.incr(key, item.get_expiry()) <= item.amount
+    return counts.get(key) < item.amount
+
+
+def _seconds_until(moment: float) -> int:
+    return max(1, math.ceil(moment - time.time()))
 
 
 def init_app(app: Flask) -> None:

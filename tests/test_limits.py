@@ -294,3 +294,16 @@ def test_memory_counts_restart_with_each_period_and_drop_ended_ones():
     counts.sweep_at = 0.0  # a sweep is due
     counts.incr("c", 60)
     assert set(counts.storage) == set(counts.expirations) == {"b", "c"}
+
+
+@pytest.mark.parametrize("rate", limits.RATES)
+@pytest.mark.parametrize("identifier", ["::1", "ak_0123456789ab", "198.51.100.7"])
+def test_each_counter_key_is_the_one_the_limits_library_builds(rate, identifier):
+    """Keys made once per rate (limits.counter_key) count where `limits`' own
+    FixedWindowRateLimiter would, so that servers of this and of an earlier version,
+    sharing one Redis, count together."""
+    app = create_app({"RATELIMIT_KEY_PREFIX": "prefix-7", rate: "17 per 3 minutes"})
+    counted = app.extensions["limits"]
+    head, tail = counted.keys[rate]
+    item = counted.rates[rate]
+    assert head + identifier + tail == item.key_for("prefix-7", rate, identifier)
