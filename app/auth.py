@@ -78,11 +78,14 @@ def record_use(identifier: str, last_used: datetime | None) -> None:
 ANY_ORGANIZATION = None
 
 
-def found(key: str, organization_id: int | None = ANY_ORGANIZATION) -> Holder | None:
+def found(
+    key: str, organization_id: int | None = ANY_ORGANIZATION, facts: bool = False
+) -> Holder | None:
     """The key with this full value, for a request's own key and for a key another service
-    checks (introspection). A key of another organization than `organization_id` (when one
-    is named) is no key there: unknown, its policy untold and its use not recorded."""
-    holder = queries.holder(keyformat.digest(key))
+    checks (introspection, which asks for its `facts`: name and creation). A key of another
+    organization than `organization_id` (when one is named) is no key there: unknown, its
+    policy untold and its use not recorded."""
+    holder = queries.holder(keyformat.digest(key), facts)
     if holder is None or organization_id not in (ANY_ORGANIZATION, holder.caller.organization_id):
         return None
     return holder

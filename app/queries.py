@@ -75,6 +75,10 @@ class Holder(NamedTuple):
 
     caller: Caller
     last_used: datetime | None
+    # Read only when asked for (`holder(digest, facts=True)`): what introspection answers
+    # beside the caller's facts; `created` as the database writes a time as text.
+    name: str | None = None
+    created: str | None = None
 
     @property
     def expires_at(self) -> datetime | None:
@@ -98,16 +102,15 @@ _EMPTY = frozenset({"[]", "{}"})
 
 # A key's lists and objects, read as their text: decoded only when not empty (_document).
 _AS_TEXT = ("allowed_ips", "metadata")
-_HOLDER = Read(
-    select(
-        *(
-            cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name]
-            for name in Caller._fields
-        ),
-        _KEYS.c.last_used,
-    ).where(_KEYS.c.digest == bindparam("digest"))
-)
+_OF_DIGEST = select(
+    *(cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name] for name in Caller._fields),
+    _KEYS.c.last_used,
+).where(_KEYS.c.digest == bindparam("digest"))
+_HOLDER = Read(_OF_DIGEST)
+# Introspection answers the key's name and creation too: read with it, not again after.
+_HOLDER_WITH_FACTS = Read(_OF_DIGEST.add_columns(_KEYS.c.name, cast(_KEYS.c.created, Text)))
 _IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT)
+_CALLER_FIELDS = len(Caller._fields)
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
 _OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
 _BY_IDENTIFIER = Read(_OF_IDENTIFIER)
@@ -147,15 +150,16 @@ _PAGES = {
 }
 
 
-def holder(digest: bytes) -> Holder | None:
-    """The key with this digest, in whichever organization: what authenticates."""
-    row = _HOLDER.first({"digest": digest})
+def holder(digest: bytes, facts: bool = False) -> Holder | None:
+    """The key with this digest, in whichever organization: what authenticates; with
+    `facts`, its name and creation too."""
+    row = (_HOLDER_WITH_FACTS if facts else _HOLDER).first({"digest": digest})
     if row is None:
         return None
-    fields = list(row[:-1])
+    fields = list(row[:_CALLER_FIELDS])
     fields[_IPS] = _document(fields[_IPS], ())
     fields[_METADATA_TEXT] = _document(fields[_METADATA_TEXT], NO_METADATA)
-    return Holder(Caller(*fields), row[-1])
+    return Holder(Caller(*fields), *row[_CALLER_FIELDS:])
 
 
 def _document(text: str, empty: Any) -> Any:

@@ -39,7 +39,8 @@ def from_iso(shown: str) -> datetime:
 
 
 def unix_seconds(shown: str) -> int:
-    """A time as shown, in whole seconds since 1970 (RFC 7662's `iat` and `exp`)."""
+    """A time as shown (or as the database writes it as text), in whole seconds since 1970
+    (RFC 7662's `iat` and `exp`)."""
     return int(from_iso(shown).replace(tzinfo=UTC).timestamp())
 
 
