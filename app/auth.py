@@ -82,7 +82,7 @@ def found(
     key: str, organization_id: int | None = ANY_ORGANIZATION, facts: bool = False
 ) -> Holder | None:
     """The key with this full value, for a request's own key and for a key another service
-    checks (introspection, which asks for its `facts`: name and creation). A key of another
+    checks (introspection, which asks for its `facts`: Holder's last fields). A key of another
     organization than `organization_id` (when one is named) is no key there: unknown, its
     policy untold and its use not recorded."""
     holder = queries.holder(keyformat.digest(key), facts)
@@ -112,10 +112,23 @@ def authenticate(
     organization `organization_id`, when one is named) at `door`, which its policy lets
     through from the client's address: 429 past the abuse limits (`rate` per key), 401 (with
     `challenge`) when there is no valid key, the policy's refusal otherwise."""
+    return authenticated(rate, challenge, schemes, organization_id, door).caller
+
+
+def authenticated(
+    rate: str = limits.PER_KEY,
+    challenge: tuple[str, str] = CHALLENGE,
+    schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    organization_id: int | None = ANY_ORGANIZATION,
+    door: str = REST,
+    facts: bool = False,
+) -> Holder:
+    """authenticate(), giving what the read found, with its `facts` when asked (forward
+    auth answers the organization's name)."""
     limits.check_address()
     presented = credentials.presented(request.headers.get("Authorization"))
     valid = presented is not None and presented.scheme in schemes
-    holder = found(presented.key, organization_id) if valid else None
+    holder = found(presented.key, organization_id, facts) if valid else None
     if holder is None:
         limits.count_failure()
         raise refused(door, unauthorized(challenge, schemes))
@@ -127,7 +140,7 @@ def authenticate(
                 limits.count_failure()
             raise policy.refusal(decided, challenge)
     limits.count_use(holder.caller.identifier, rate)
-    return holder.caller
+    return holder
 
 
 def require_held(required: int, held: int, door: str) -> None:

@@ -75,10 +75,12 @@ class Holder(NamedTuple):
 
     caller: Caller
     last_used: datetime | None
-    # Read only when asked for (`holder(digest, facts=True)`): what introspection answers
-    # beside the caller's facts; `created` as the database writes a time as text.
+    # Read only when asked for (`holder(digest, facts=True)`): what introspection and
+    # forward auth answer beside the caller's facts; `created` as the database writes a
+    # time as text.
     name: str | None = None
     created: str | None = None
+    organization: str | None = None
 
     @property
     def expires_at(self) -> datetime | None:
@@ -107,8 +109,13 @@ _OF_DIGEST = select(
     _KEYS.c.last_used,
 ).where(_KEYS.c.digest == bindparam("digest"))
 _HOLDER = Read(_OF_DIGEST)
-# Introspection answers the key's name and creation too: read with it, not again after.
-_HOLDER_WITH_FACTS = Read(_OF_DIGEST.add_columns(_KEYS.c.name, cast(_KEYS.c.created, Text)))
+# Introspection and forward auth answer the key's name and creation, or its organization's
+# name: read with it, not again after.
+_HOLDER_WITH_FACTS = Read(
+    _OF_DIGEST.add_columns(
+        _KEYS.c.name, cast(_KEYS.c.created, Text), _ORGANIZATIONS.c.name
+    ).join_from(_KEYS, _ORGANIZATIONS, _ORGANIZATIONS.c.id == _KEYS.c.organization_id)
+)
 _IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT)
 _CALLER_FIELDS = len(Caller._fields)
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
@@ -120,9 +127,6 @@ _TOTAL = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
     _COUNTED.c.organization_id == bindparam("organization_id")
 )
 _TOTALS = {False: Read(_TOTAL), True: Read(_TOTAL.where(_COUNTED.c.kind == bindparam("kind")))}
-_ORGANIZATION_NAME = Read(
-    select(_ORGANIZATIONS.c.name).where(_ORGANIZATIONS.c.id == bindparam("id"))
-)
 
 
 def _page(*criteria: Any, deep: bool) -> Select:
@@ -152,7 +156,7 @@ _PAGES = {
 
 def holder(digest: bytes, facts: bool = False) -> Holder | None:
     """The key with this digest, in whichever organization: what authenticates; with
-    `facts`, its name and creation too."""
+    `facts`, its name, creation and organization's name too."""
     row = (_HOLDER_WITH_FACTS if facts else _HOLDER).first({"digest": digest})
     if row is None:
         return None
@@ -289,12 +293,6 @@ def _counted(
     offset = (page - 1) * page_size
     data = read(in_order.offset(offset).limit(page_size)) if offset < total else []
     return Page(page, page_size, total, data)
-
-
-def organization_name(organization_id: int) -> str:
-    """The name of the organization (forward auth's X-Api-Key-Organization, on every check)."""
-    ((name,),) = _ORGANIZATION_NAME.rows({"id": organization_id})
-    return name
 
 
 def organization_id(name: str) -> int | None:

@@ -36,6 +36,24 @@ def test_authenticated_get_is_two_selects_once_last_used_is_fresh(client, org, s
     assert "WHERE API_KEYS.DIGEST =" in seen[0]
 
 
+def test_a_check_is_one_select_of_the_key_with_what_it_answers(client, org, statements):
+    """Forward auth's organization name, and introspection's name and creation, come with
+    the read that finds the key: one SELECT per key checked, no second read."""
+    for _ in range(2):  # the first uses are written; later ones are not
+        client.get("/api/forward-auth", auth=(org.telemetry, ""))
+        client.post("/api/introspect", json={"token": org.telemetry}, auth=(org.sdk, ""))
+    with statements() as seen:
+        answer = client.get("/api/forward-auth", auth=(org.telemetry, ""))
+    assert answer.status_code == 204
+    assert answer.headers["X-Api-Key-Organization"] == org.name
+    assert len(seen) == 1
+    with statements() as seen:
+        answer = client.post("/api/introspect", json={"token": org.telemetry}, auth=(org.sdk, ""))
+    assert answer.json["active"] is True
+    assert len(seen) == 2  # the asker, then the key it checks
+    assert writes(seen) == []
+
+
 def test_counting_usage_adds_no_statement_to_a_request(client, org, make_key, statements):
     key = make_key(scopes=("monitor:read", "site:read"))
     forward = "/api/forward-auth?scope=monitor:read&scope=site:read"

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from app import auth, keyformat, limits, policy, queries
+from app import auth, keyformat, limits, policy
 from app.checks import schemas
 from app.operations import (
     KEYS_REQUEST,
@@ -140,7 +140,8 @@ INTROSPECTION = {
 def forward_auth():
     """204 when the request's own key holds every scope the query names, with what the
     gateway passes upstream; 401, 403 naming the missing scopes, 422 for an unknown one."""
-    caller = auth.authenticate(rate=limits.INTROSPECT, door=auth.FORWARD_AUTH)
+    holder = auth.authenticated(rate=limits.INTROSPECT, door=auth.FORWARD_AUTH, facts=True)
+    caller = holder.caller
     arguments = {name: request.args.getlist(name) for name in request.args}
     required = to_bits(schemas.forward_auth_arguments.load(arguments)["scope"])
     auth.require_held(required, caller.scope_bits, auth.FORWARD_AUTH)
@@ -151,9 +152,7 @@ def forward_auth():
             "X-Api-Key-Id": caller.identifier,
             "X-Api-Key-Kind": caller.kind,
             "X-Api-Key-Scopes": " ".join(to_names(caller.scope_bits)),
-            "X-Api-Key-Organization": header_value(
-                queries.organization_name(caller.organization_id)
-            ),
+            "X-Api-Key-Organization": header_value(holder.organization),
             "X-Api-Key-Metadata": metadata_header(caller.metadata),
         },
     )
