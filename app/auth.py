@@ -107,24 +107,14 @@ def authenticate(
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
     organization_id: int | None = ANY_ORGANIZATION,
     door: str = REST,
-) -> Caller:
-    """The key this request's Authorization presents in one of `schemes` (of the
-    organization `organization_id`, when one is named) at `door`, which its policy lets
-    through from the client's address: 429 past the abuse limits (`rate` per key), 401 (with
-    `challenge`) when there is no valid key, the policy's refusal otherwise."""
-    return authenticated(rate, challenge, schemes, organization_id, door).caller
-
-
-def authenticated(
-    rate: str = limits.PER_KEY,
-    challenge: tuple[str, str] = CHALLENGE,
-    schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
-    organization_id: int | None = ANY_ORGANIZATION,
-    door: str = REST,
     facts: bool = False,
 ) -> Holder:
-    """authenticate(), giving what the read found, with its `facts` when asked (forward
-    auth answers the organization's name)."""
+    """The key this request's Authorization presents in one of `schemes` (of the
+    organization `organization_id`, when one is named) at `door`, which its policy lets
+    through from the client's address, as the read found it (its `caller`, and its `facts`
+    when asked: forward auth answers the organization's name): 429 past the abuse limits
+    (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
+    refusal otherwise."""
     limits.check_address()
     presented = credentials.presented(request.headers.get("Authorization"))
     valid = presented is not None and presented.scheme in schemes
@@ -162,7 +152,7 @@ def caller() -> Caller:
 
 def managing_caller(rate: str = limits.PER_KEY) -> Caller:
     """The request's key, which must be of a managing kind: 403 for telemetry."""
-    caller = authenticate(rate)
+    caller = authenticate(rate).caller
     if caller.kind not in MANAGING_KINDS:
         raise refused(REST, ApiError(403, "forbidden", "Telemetry keys cannot manage API keys."))
     return caller

@@ -158,7 +158,9 @@ class _Embedded:
         self.warned = False
 
     def check(self) -> CheckedKey:
-        caller = auth.authenticate(organization_id=self._organization_id(), door=auth.EXTENSION)
+        caller = auth.authenticate(
+            organization_id=self._organization_id(), door=auth.EXTENSION
+        ).caller
         return CheckedKey(
             caller.identifier, caller.kind, to_names(caller.scope_bits), self.organization
         )

@@ -140,7 +140,7 @@ INTROSPECTION = {
 def forward_auth():
     """204 when the request's own key holds every scope the query names, with what the
     gateway passes upstream; 401, 403 naming the missing scopes, 422 for an unknown one."""
-    holder = auth.authenticated(rate=limits.INTROSPECT, door=auth.FORWARD_AUTH, facts=True)
+    holder = auth.authenticate(rate=limits.INTROSPECT, door=auth.FORWARD_AUTH, facts=True)
     caller = holder.caller
     arguments = {name: request.args.getlist(name) for name in request.args}
     required = to_bits(schemas.forward_auth_arguments.load(arguments)["scope"])

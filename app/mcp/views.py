@@ -62,7 +62,9 @@ def authenticate() -> None:
     """An sdk_integration key as a Bearer token, behind the abuse limits: 401 with a Bearer
     challenge for none, another scheme, or a bad or deleted key; 403 for a key of
     another kind."""
-    g.caller = auth.authenticate(challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP)
+    g.caller = auth.authenticate(
+        challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP
+    ).caller
     if g.caller.kind != SDK_INTEGRATION:
         only = "Only an sdk_integration key may use the MCP server."
         raise auth.refused(auth.MCP, ApiError(403, "forbidden", only))
