@@ -27,6 +27,7 @@ def test_every_new_connection_has_wal_a_busy_timeout_foreign_keys_and_immediate_
                 pragma = connection.exec_driver_sql
                 assert pragma("PRAGMA journal_mode").scalar() == "wal"
                 assert pragma("PRAGMA busy_timeout").scalar() == 5000
+                assert pragma("PRAGMA synchronous").scalar() == 2  # FULL
                 assert pragma("PRAGMA foreign_keys").scalar() == 1
                 assert connection.connection.dbapi_connection.isolation_level == "IMMEDIATE"
         finally:
