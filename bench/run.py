@@ -39,14 +39,16 @@ WRK_MISSING = "wrk is not installed: run `apt-get install -y wrk` (or your syste
 # The deep list page: the last full page of the reading organization of the small database,
 # asked of both databases, so that the big one does the same work on a bigger table.
 PAGE_SIZE = 50
-# Chains of rotations per wrk run of `rotate`: one per connection keeps every connection
-# busy, and one per thread more, since wrk asks for one request to check the script first.
-CHAINS = int(os.environ.get("BENCH_CONNECTIONS", 32)) + int(os.environ.get("BENCH_THREADS", 2))
 
 
 def setting(name: str, default: int | str) -> int | str:
     value = os.environ.get(f"BENCH_{name}", default)
     return int(value) if isinstance(default, int) else value
+
+
+# Chains of rotations per wrk run of `rotate`: one per connection keeps every connection
+# busy, and one per thread more, since wrk asks for one request to check the script first.
+CHAINS = setting("CONNECTIONS", 32) + setting("THREADS", 2)
 
 
 @dataclass

@@ -40,19 +40,11 @@ from tests.processes import PROJECT, run, service_env
 from tests.server.conftest import REQUEST_TIMEOUT
 from tests.server.test_gunicorn import in_parallel, printed_keys, sdk_key
 from tests.server.test_secrets_in_logs import secrets_of
+from tests.test_mcp import TOOLS
 
 WORKERS = 2
 # mode= of the official client -> the protocol version it ends up speaking.
 MODES = {"legacy": LATEST_HANDSHAKE_VERSION, "auto": LATEST_MODERN_VERSION}
-TOOLS = [
-    "list_keys",
-    "get_key",
-    "create_key",
-    "update_key",
-    "rotate_key",
-    "get_key_usage",
-    "delete_key",
-]
 
 
 @pytest.fixture
@@ -129,14 +121,14 @@ def test_every_handshake_version_is_negotiated(server):
         assert json.loads(body)["result"]["protocolVersion"] == version
         status, _, body = post(server, sdk, TOOLS_LIST, version=version)
         assert status == 200, body
-        assert [tool["name"] for tool in json.loads(body)["result"]["tools"]] == TOOLS
+        assert [tool["name"] for tool in json.loads(body)["result"]["tools"]] == list(TOOLS)
 
 
 async def every_tool(server, sdk: str, telemetry: str, mode: str) -> None:
     async with connected(server, bearer(sdk), mode) as client:
         assert client.session.protocol_version == MODES[mode]
         tools = await client.list_tools()
-        assert [tool.name for tool in tools.tools] == TOOLS
+        assert [tool.name for tool in tools.tools] == list(TOOLS)
 
         arguments = {"name": f"agent ({mode})", "kind": "custom", "scopes": ["site:read"]}
         arguments["expires_at"] = "2999-01-01T00:00:00Z"
@@ -441,7 +433,7 @@ def test_the_docs_inspector_commands_and_host_configuration_work_as_written(serv
     pinned = json.loads((INSPECTOR_DIR / "package.json").read_text())["dependencies"][PACKAGE]
     listing, call = doc_commands()
     assert listing.startswith(f"npx {PACKAGE}@{pinned} ")  # the version the suite runs
-    assert [tool["name"] for tool in as_written(listing, env)["tools"]] == TOOLS
+    assert [tool["name"] for tool in as_written(listing, env)["tools"]] == list(TOOLS)
     page = as_written(call, env)["structuredContent"]
     assert page == server.request("GET", "/api/keys?page_size=5&kind=custom", sdk).json()
 
