@@ -45,27 +45,29 @@ logger_class = "app.gunicorn_logger.GunicornLogger"
 
 
 def on_starting(server) -> None:
-    """Before any worker: gunicorn's own refusals (malformed HTTP, a request line or headers
-    over its limits) in the problem shape, like every other error (app/gunicorn_errors.py);
-    then the first start, as the command `flask --app app first-start` (app/bootstrap.py),
-    so that what it loads (alembic, the whole application) stays out of this process and
-    of every worker forked from it. Its failure stops gunicorn before any worker starts."""
+    """Before any worker: the first start, as the command `flask --app app first-start`
+    (app/bootstrap.py), which refuses limits counted per worker (memory:// under several
+    workers), runs the migrations and makes organization `default`, so that what it loads
+    (alembic, the whole application) stays out of this process: only the workers build the
+    application. Its failure stops gunicorn before any worker starts."""
     # GET /metrics adds up every worker's counts (app/metrics.py): prometheus_client's
     # multiprocess mode, in which each process writes its own files in this directory, a new
-    # one for every start (under TMPDIR), removed on exit. prometheus_client reads it when
-    # first imported, which loading logger_class (the `app` package) has done already: it
-    # is told again, before any worker forks.
+    # one for every start (under TMPDIR), removed on exit. Workers import prometheus_client
+    # after the fork, so they all read it.
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="api-keys-metrics-")
-    from prometheus_client import values
+    first_start = [sys.executable, "-m", "flask", "--app", "app", "first-start"]
+    first_start += ["--workers", str(server.cfg.workers)]
+    if subprocess.run(first_start, cwd=PROJECT, check=False).returncode != 0:  # noqa: S603
+        raise RuntimeError("the first start (migrations, organization default) failed: see above")
 
-    values.ValueClass = values.get_value_class()
 
+def post_fork(server, worker) -> None:
+    """In each worker, before it serves: gunicorn's own refusals (malformed HTTP, a request
+    line or headers over its limits) in the problem shape, like every other error
+    (app/gunicorn_errors.py)."""
     from app import gunicorn_errors
 
     gunicorn_errors.install()
-    first_start = [sys.executable, "-m", "flask", "--app", "app", "first-start"]
-    if subprocess.run(first_start, cwd=PROJECT, check=False).returncode != 0:  # noqa: S603
-        raise RuntimeError("the first start (migrations, organization default) failed: see above")
 
 
 def post_worker_init(worker) -> None:

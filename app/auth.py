@@ -115,20 +115,20 @@ def authenticate(
     when asked: forward auth answers the organization's name): 429 past the abuse limits
     (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
     refusal otherwise."""
-    limits.check_address()
+    limits.attempt()  # a failed authentication unless the key proves valid
     presented = credentials.presented(request.headers.get("Authorization"))
     valid = presented is not None and presented.scheme in schemes
     holder = found(presented.key, organization_id, facts) if valid else None
     if holder is None:
-        limits.count_failure()
         raise refused(door, unauthorized(challenge, schemes))
     decided = use(holder, limits.client_address, door)
     if decided is not policy.USABLE:  # refused, or with a limit of its own
         policy.answer_with_headers(decided)
         if decided.refusal is not None:
-            if decided.refusal != policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
-                limits.count_failure()
+            if decided.refusal == policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
+                limits.forgive()
             raise policy.refusal(decided, challenge)
+    limits.forgive()
     limits.count_use(holder.caller.identifier, rate)
     return holder
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 from flask import Flask
 
-from app import queries
+from app import counting, queries
 from app.database import upgrade_embedded
 from app.keys import service
 
@@ -38,7 +38,10 @@ def ensure_default_organization(app: Flask) -> bool:
     return True
 
 
-def first_start(app: Flask) -> None:
-    """Migrations (SQLite) or the schema check, then the `default` organization if none."""
+def first_start(app: Flask, workers: int = 1) -> None:
+    """Before `workers` processes serve: a storage that would count the limits in each of
+    them is refused; then migrations (SQLite) or the schema check, then the `default`
+    organization if none."""
+    counting.refuse_per_process(app.config["RATELIMIT_STORAGE_URI"], workers)
     upgrade_embedded(app)
     ensure_default_organization(app)

@@ -56,13 +56,17 @@ def _show(heading: str, keys, as_json: bool, organization: str) -> None:
 
 
 @click.command("first-start")
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=1, help="How many processes will serve."
+)
 @with_appcontext
-def first_start_command() -> None:
+def first_start_command(workers: int) -> None:
     """Prepare the database as a server's first start does: migrations (SQLite), then
-    organization `default` and its two keys, shown once, if there is no organization."""
+    organization `default` and its two keys, shown once, if there is no organization.
+    Refuses limits counted per process when several `workers` will serve."""
     try:
-        first_start(current_app._get_current_object())
-    except SchemaNotCurrent as error:
+        first_start(current_app._get_current_object(), workers)
+    except RuntimeError as error:  # SchemaNotCurrent, or limits counted per process
         raise click.ClickException(str(error)) from None
 
 

@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "KEY_PREFIX": "ak_",
     "LAST_USED_RESOLUTION": 60,
     "RATELIMIT_ENABLED": True,
-    "RATELIMIT_STORAGE_URI": "memory://",
+    "RATELIMIT_STORAGE_URI": "host://",
     "RATELIMIT_KEY_PREFIX": "api-keys",
     # The limits' storage (Redis) unreachable: keep serving, counting in each worker's
     # memory until it answers again, with a warning in the log, rather than answer 503.
@@ -123,8 +123,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "LAST_USED_RESOLUTION": ("LAST_USED_RESOLUTION", _non_negative_int),
     # Switch the abuse limits off, for load tests and benchmarks.
     "RATELIMIT_ENABLED": ("RATELIMIT_ENABLED", _boolean),
-    # Share the limits' counters between workers and hosts (redis://...); memory:// counts
-    # in each worker process.
+    # Where the limits count (app/counting.py): host:// shares them between the workers of
+    # this host (a file in the instance folder), redis://... between hosts too; memory://
+    # counts in one process only, refused under several gunicorn workers.
     "RATELIMIT_STORAGE_URI": ("RATELIMIT_STORAGE_URI", str),
     # Several deployments (or test runs) on one Redis keep their counters apart.
     "RATELIMIT_KEY_PREFIX": ("RATELIMIT_KEY_PREFIX", str),

@@ -6,25 +6,25 @@
 - requests per key (RATELIMIT_PER_KEY): counted once the key is found, so that nobody can
   spend another key's allowance by naming its public identifier.
 
-The counts live in RATELIMIT_STORAGE_URI (each worker's memory, or Redis shared by every
-worker and host). A storage that does not answer is no reason to refuse requests: each
-worker then counts in its own memory, says so once in the log, and asks the storage again
-every RETRY_SECONDS. Only the storage's own errors switch over, never a client's request.
+The counts live where RATELIMIT_STORAGE_URI says (app/counting.py: this host's file,
+shared by every worker, by default; Redis, shared by every host). A storage that does not
+answer is no reason to refuse requests: each worker then counts in its own memory, says so
+once in the log, and asks the storage again every RETRY_SECONDS. Only the storage's own
+errors switch over, never a client's request.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
-import threading
 import time
 from typing import NamedTuple
 
 from flask import Flask, current_app, request
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
-from limits.storage import MemoryStorage, Storage, storage_from_string
+from limits.storage import Storage
 
-from app import metrics
+from app import counting, metrics
 from app.errors import RETRY_SHORTLY, ApiError
 
 AUTH_FAILURES = "RATELIMIT_AUTH_FAILURES"
@@ -35,8 +35,6 @@ RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
 # Where a key's own limit (CONTRACT.md section 15) is counted, beside the rates.
 OWN = "key"
 RETRY_SECONDS = 10.0
-# How often a worker's memory drops the counters whose period has ended.
-SWEEP_SECONDS = 10.0
 # The longest IP address in text: an IPv6 address with an IPv4 tail.
 _LONGEST_ADDRESS = len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")
 MESSAGES = {
@@ -53,43 +51,6 @@ class Allowance(NamedTuple):
     allowed: bool
     remaining: int
     reset: int
-
-
-class MemoryCounts(MemoryStorage):
-    """`limits`' memory storage for the fixed windows, without its timer thread: after each
-    sweep of expired counters MemoryStorage starts a new thread 10 ms later, so under load
-    a worker started a thread every few requests (bench/README.md). Here the request that
-    finds a sweep due does it, at most every SWEEP_SECONDS, under one lock."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.timer.cancel()  # started by MemoryStorage.__init__
-        self.lock = threading.Lock()
-        self.sweep_at = 0.0
-
-    def incr(self, key: str, expiry: float, amount: int = 1) -> int:
-        now = time.time()
-        with self.lock:
-            if now >= self.sweep_at:
-                self._sweep(now)
-            if self.expirations.get(key, 0) <= now:  # a new period
-                self.storage[key] = 0
-                self.expirations[key] = now + expiry
-            self.storage[key] += amount
-            return self.storage[key]
-
-    def _sweep(self, now: float) -> None:
-        for key in [key for key, ends in self.expirations.items() if ends <= now]:
-            self.storage.pop(key, None)
-            del self.expirations[key]
-        self.sweep_at = now + SWEEP_SECONDS
-
-
-def storage(uri: str, options: dict) -> Storage:
-    """Where the counts live: each worker's memory (memory://) or a shared server."""
-    if uri.split(":", 1)[0] == "memory":
-        return MemoryCounts()
-    return storage_from_string(uri, **options)
 
 
 def counter_key(item: RateLimitItem, prefix: str, name: str) -> tuple[str, str]:
@@ -116,7 +77,7 @@ class Limits:
         self.fallback_enabled: bool = config["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"]
         self.logger = app.logger
         options = config.get("RATELIMIT_STORAGE_OPTIONS", {})
-        self.storage = storage(config["RATELIMIT_STORAGE_URI"], options)
+        self.storage = counting.storage(config["RATELIMIT_STORAGE_URI"], options, app.instance_path)
         self.fallback: Storage | None = None  # while the storage is silent
         self.retry_at = 0.0
 
@@ -129,6 +90,15 @@ class Limits:
             return _allowed(self._storage(), item, key, count)
         except self.storage.base_exceptions:
             return _allowed(self._fall_back(), item, key, count)
+
+    def give_back(self, rate: str, identifier: str) -> None:
+        """One use of `rate` counted for `identifier` in its current window, taken back."""
+        head, tail = self.keys[rate]
+        key = head + identifier + tail
+        try:
+            counting.give_back(self._storage(), key)
+        except self.storage.base_exceptions:
+            counting.give_back(self._fall_back(), key)
 
     def spend(self, item: RateLimitItem, identifier: str) -> Allowance:
         """One use of the key `identifier` under its own limit `item` (app/policy.py):
@@ -178,7 +148,7 @@ class Limits:
             self.logger.warning(
                 "Rate limit storage unreachable - falling back to in-memory storage"
             )
-            self.fallback = MemoryCounts()
+            self.fallback = counting.MemoryCounts()
         self.retry_at = time.monotonic() + RETRY_SECONDS
         return self.fallback
 
@@ -220,18 +190,19 @@ def client_address() -> str:
     return original.get("REMOTE_ADDR") or "-"
 
 
-def check_address() -> None:
-    """429 for an address whose failed authentications are spent."""
+def attempt() -> None:
+    """One attempt to authenticate from this request's address, counted before its key is
+    looked up, so that of any number sent at once no more than the limit are tried; 429
+    once they are spent. A valid key gives its attempt back (forgive())."""
     limits = _limits()
-    if limits and not limits.allowed(AUTH_FAILURES, address := client_address(), count=False):
+    if limits and not limits.allowed(AUTH_FAILURES, address := client_address(), count=True):
         raise limits.refusal(AUTH_FAILURES, address)
 
 
-def count_failure() -> None:
-    """One failed authentication of this request's address (refused anyway: the next
-    request of the address meets the limit)."""
+def forgive() -> None:
+    """This request's attempt was no failed authentication: its count is given back."""
     if limits := _limits():
-        limits.allowed(AUTH_FAILURES, client_address(), count=True)
+        limits.give_back(AUTH_FAILURES, client_address())
 
 
 def count_use(identifier: str, rate: str = PER_KEY) -> None:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import logging
-
-from flask import Flask
+from typing import TYPE_CHECKING
 
 from app import keyformat
+
+if TYPE_CHECKING:  # gunicorn's master imports this module, not Flask (app/__init__.py)
+    from flask import Flask
 
 # Formats a record's traceback once, as any handler's formatter would, so that it is masked.
 _TRACEBACK = logging.Formatter()

@@ -171,6 +171,13 @@ def no_usage_thread_outlives_its_test() -> Iterator[None]:
     usage_counter.stop_all()
 
 
+@pytest.fixture(autouse=True)
+def own_counts(tmp_path, monkeypatch) -> None:
+    """Each test's applications count their limits in a file of the test's own: the default
+    (host://, app/counting.py) is the project's instance folder, which tests would share."""
+    monkeypatch.setenv("RATELIMIT_STORAGE_URI", f"host://{tmp_path}/limits.counts")
+
+
 @pytest.fixture
 def app_config() -> dict:
     """Configuration a test module may override."""

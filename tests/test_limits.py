@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from app import create_app, limits
+from app import counting, create_app, limits
 from tests.server.conftest import free_port
 
 
@@ -266,6 +266,7 @@ def test_the_limits_count_in_redis_again_once_it_answers(
         {
             "RATELIMIT_AUTH_FAILURES": "3/minute",
             "RATELIMIT_PER_KEY": "5/minute",
+            "RATELIMIT_STORAGE_URI": "memory://",
             "USAGE_ENABLED": False,
         }
     ],
@@ -279,12 +280,12 @@ def test_counting_in_memory_starts_no_thread(client, org):
         assert threading.active_count() == before
         time.sleep(0.02)  # MemoryStorage's timer would have run and ended
     storage = client.application.extensions["limits"].storage
-    assert isinstance(storage, limits.MemoryCounts)
+    assert isinstance(storage, counting.MemoryCounts)
     assert not storage.timer.is_alive()
 
 
 def test_memory_counts_restart_with_each_period_and_drop_ended_ones():
-    counts = limits.MemoryCounts()
+    counts = counting.MemoryCounts()
     assert [counts.incr("a", 0.05), counts.incr("a", 0.05)] == [1, 2]
     assert counts.incr("b", 60) == 1
     time.sleep(0.06)

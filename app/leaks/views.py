@@ -39,8 +39,7 @@ bp = Blueprint("leaks", __name__, url_prefix="/api/revoke")
     )
 )
 def revoke():
-    limits.check_address()
-    limits.count_failure()
+    limits.attempt()
     keys = leak_report.load(json_object())["keys"]
     service.revoke_leaked(keys)
     return {"received": len(keys)}, 202

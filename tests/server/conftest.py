@@ -146,7 +146,10 @@ def launch(run: Path, workers: int = 3, env: dict[str, str] | None = None) -> Se
     the caller stops it and drops its database."""
     run.mkdir()
     database = new_database_url(run, "x.sqlite3")
-    server_env = service_env(**{"DATABASE_URL": database, "PYTHONUNBUFFERED": "1", **(env or {})})
+    # Its limits count in a file of its own (by default, the project's instance folder).
+    counts = f"host://{run}/limits.counts"
+    settings = {"DATABASE_URL": database, "RATELIMIT_STORAGE_URI": counts, "PYTHONUNBUFFERED": "1"}
+    server_env = service_env(**{**settings, **(env or {})})
     if not database.startswith("sqlite"):
         run_flask(server_env, "db", "upgrade")
     port = free_port()

@@ -1,0 +1,259 @@
+"""Where every limit is counted (CONTRACT.md section 20): the abuse limits, a key's own
+rate limit and, for the same reasons, anything else that must hold across workers.
+
+- `host://` (the default): a table in a memory-mapped file that every worker of this host
+  opens, so that a key limited to R uses gets R across all of them, with no server to
+  install. The file is `instance/limits.counts` (`host:///path/to/file` names another).
+  A worker that dies takes no count with it: the counts are in the file, and the kernel
+  releases a dead process's lock. They survive a restart of the service too.
+- `redis://...`: `limits`' Redis storage, shared by every worker of every host.
+- `memory://`: each process's own memory, for one process only (`flask run`, tests):
+  gunicorn with several workers refuses it at start (app/bootstrap.py).
+
+HostCounts implements `limits`' Storage for its fixed windows, as its MemoryStorage does: a
+counter's window starts with its first hit and ends `expiry` seconds later. The table is
+measured against the alternatives in bench/README.md ("Counting once per host")."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import mmap
+import os
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from limits.storage import MemoryStorage, Storage, storage_from_string
+
+# How often a worker's memory drops the counters whose period has ended.
+SWEEP_SECONDS = 10.0
+
+HOST = "host"
+FILE_NAME = "limits.counts"
+# The file: a header, then SLOTS slots of a counter each (its key's digest, the end of its
+# window in Unix seconds, its count), found by open addressing over PROBES slots.
+MAGIC = b"apikeys-counts-1"
+HEADER = struct.Struct("<16sQ")  # magic, number of slots
+SLOT = struct.Struct("<16sdq")  # digest, end of the window, count
+ENDS = struct.Struct("<d")
+SLOTS = 1 << 20  # 32 MiB of file, of which only the pages of used slots take memory
+PROBES = 64
+NEVER_USED = bytes(16)
+
+
+class HostCounts(Storage):
+    """The counts of every worker of this host, in one memory-mapped file: each operation
+    holds the file's lock (fcntl, owned by the process, so a forked child never shares its
+    parent's) for a few microseconds. A counter is a slot of 32 bytes, written in one
+    copy; a full neighbourhood of slots gives up the counter that ends soonest."""
+
+    STORAGE_SCHEME: ClassVar[list[str]] = [HOST]
+
+    def __init__(self, uri: str, **options: object) -> None:
+        super().__init__(uri)
+        path = uri.split("://", 1)[1]
+        self.path = Path(path)
+        self.thread_lock = threading.Lock()
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        size = HEADER.size + SLOTS * SLOT.size
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(self.fd).st_size == 0:
+                os.ftruncate(self.fd, size)
+                os.pwrite(self.fd, HEADER.pack(MAGIC, SLOTS), 0)
+            magic, slots = HEADER.unpack(os.pread(self.fd, HEADER.size, 0))
+            if (magic, slots) != (MAGIC, SLOTS) or os.fstat(self.fd).st_size != size:
+                raise RuntimeError(
+                    f"{self.path} is not a counts file of this version of the service: "
+                    "remove it (it holds only the limits' current windows)"
+                )
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        self.map = mmap.mmap(self.fd, size)
+        self.mask = SLOTS - 1
+
+    @property
+    def base_exceptions(self) -> type[Exception]:
+        return OSError
+
+    def incr(self, key: str, expiry: float, amount: int = 1) -> int:
+        digest = _digest(key)
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                now = time.time()
+                offset = self._slot(digest, now)
+                held, ends, count = SLOT.unpack_from(self.map, offset)
+                if held != digest or ends <= now:  # a new window
+                    ends, count = now + expiry, 0
+                count += amount
+                SLOT.pack_into(self.map, offset, digest, ends, count)
+                return count
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def give_back(self, key: str) -> None:
+        """One count taken back, within the key's current window only."""
+        digest = _digest(key)
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                offset = self._slot(digest, time.time())
+                held, ends, count = SLOT.unpack_from(self.map, offset)
+                if held == digest and ends > time.time() and count > 0:
+                    SLOT.pack_into(self.map, offset, digest, ends, count - 1)
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def get(self, key: str) -> int:
+        return self._read(key)[1]
+
+    def get_expiry(self, key: str) -> float:
+        return self._read(key)[0]
+
+    def check(self) -> bool:
+        return True
+
+    def reset(self) -> int:
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                self.map[HEADER.size :] = bytes(len(self.map) - HEADER.size)
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        return 0
+
+    def clear(self, key: str) -> None:
+        digest = _digest(key)
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                offset = self._slot(digest, time.time())
+                if self.map[offset : offset + 16] == digest:
+                    SLOT.pack_into(self.map, offset, digest, 0.0, 0)
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
+
+    def _read(self, key: str) -> tuple[float, int]:
+        """The end of the key's window and its count; (now, 0) when it has none."""
+        digest = _digest(key)
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                now = time.time()
+                offset = self._slot(digest, now)
+                held, ends, count = SLOT.unpack_from(self.map, offset)
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        if held != digest or ends <= now:
+            return now, 0
+        return ends, count
+
+    def _slot(self, digest: bytes, now: float) -> int:
+        """The offset of the slot that holds `digest`, or of the one it may take: a slot
+        never used, else one whose window has ended, else the one that ends soonest. A
+        counter is never looked for past a slot never used, since slots are never emptied."""
+        start = int.from_bytes(digest[:8], "little")
+        view = self.map
+        reusable = -1
+        soonest, soonest_ends = -1, float("inf")
+        for probe in range(PROBES):
+            offset = HEADER.size + ((start + probe) & self.mask) * SLOT.size
+            held = view[offset : offset + 16]
+            if held == digest:
+                return offset
+            if held == NEVER_USED:
+                return offset if reusable < 0 else reusable
+            if reusable < 0:
+                (ends,) = ENDS.unpack_from(view, offset + 16)
+                if ends <= now:
+                    reusable = offset
+                elif ends < soonest_ends:
+                    soonest, soonest_ends = offset, ends
+        return reusable if reusable >= 0 else soonest
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.blake2b(key.encode(), digest_size=16).digest()
+
+
+class MemoryCounts(MemoryStorage):
+    """`limits`' memory storage for the fixed windows, without its timer thread: after each
+    sweep of expired counters MemoryStorage starts a new thread 10 ms later, so under load
+    a worker started a thread every few requests (bench/README.md). Here the request that
+    finds a sweep due does it, at most every SWEEP_SECONDS, under one lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timer.cancel()  # started by MemoryStorage.__init__
+        self.lock = threading.Lock()
+        self.sweep_at = 0.0
+
+    def incr(self, key: str, expiry: float, amount: int = 1) -> int:
+        now = time.time()
+        with self.lock:
+            if now >= self.sweep_at:
+                self._sweep(now)
+            if self.expirations.get(key, 0) <= now:  # a new period
+                self.storage[key] = 0
+                self.expirations[key] = now + expiry
+            self.storage[key] += amount
+            return self.storage[key]
+
+    def give_back(self, key: str) -> None:
+        """One count taken back, within the key's current window only."""
+        with self.lock:
+            if self.expirations.get(key, 0) > time.time() and self.storage.get(key, 0) > 0:
+                self.storage[key] -= 1
+
+    def _sweep(self, now: float) -> None:
+        for key in [key for key, ends in self.expirations.items() if ends <= now]:
+            self.storage.pop(key, None)
+            del self.expirations[key]
+        self.sweep_at = now + SWEEP_SECONDS
+
+
+def scheme(uri: str) -> str:
+    return uri.split(":", 1)[0]
+
+
+def give_back(counts: Storage, key: str) -> None:
+    """One count of `key` taken back within its current window: nothing when the window
+    has ended meanwhile. In Redis (whose `limits` storage has no conditional decrement) a
+    window that has just ended is left at -1 for a second."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        counts.give_back(key)
+    else:
+        counts.incr(key, 1, amount=-1)
+
+
+def refuse_per_process(uri: str, workers: int) -> None:
+    """Counts in each process's memory would multiply every limit by the number of workers:
+    refused at start, naming the fix, never served silently."""
+    if workers > 1 and scheme(uri) == "memory":
+        raise RuntimeError(
+            f"RATELIMIT_STORAGE_URI={uri} counts in each worker's own memory: with {workers} "
+            "workers every limit would let through up to that many times what it says. Leave "
+            "RATELIMIT_STORAGE_URI unset (host://: counted once for this host), set it to "
+            "redis://... (once across hosts), or run one worker (WEB_CONCURRENCY=1)."
+        )
+
+
+def storage(uri: str, options: dict, instance_path: str) -> Storage:
+    """Where the counts live: this host's file (host://, in the instance folder unless the
+    URI names a path), this process's memory (memory://), or a shared server."""
+    if scheme(uri) == HOST:
+        if uri.split("://", 1)[1] == "":
+            Path(instance_path).mkdir(parents=True, exist_ok=True)
+            uri = f"host://{Path(instance_path) / FILE_NAME}"
+        return HostCounts(uri)
+    if scheme(uri) == "memory":
+        return MemoryCounts()
+    return storage_from_string(uri, **options)

@@ -1,0 +1,96 @@
+"""create_app() builds the application, step by named step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from app import (
+    auth,
+    cli,
+    config,
+    database,
+    docs,
+    errors,
+    health,
+    limits,
+    logs,
+    metrics,
+    page,
+    usage_counter,
+)
+from app.audit import views as audit_views
+from app.checks import views as checks
+from app.extensions import db
+from app.json_provider import CompactJSONProvider
+from app.keys import views
+from app.leaks import views as leaks
+from app.mcp import views as mcp
+from app.usage import views as usage_views
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    app = Flask("app", instance_relative_config=True)  # the package: its name, its instance folder
+    register_config(app, test_config)
+    register_proxies(app)
+    register_logging(app)
+    register_extensions(app)
+    register_blueprints(app)
+    register_errorhandlers(app)
+    register_commands(app)
+    return app
+
+
+def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
+    config.load(app, test_config)
+    app.json = CompactJSONProvider(app)  # fields in the order the specification lists them
+
+
+def register_proxies(app: Flask) -> None:
+    """Behind TRUSTED_PROXIES proxies, the client's address and scheme are the ones they
+    forward (X-Forwarded-For, X-Forwarded-Proto), not the nearest proxy's."""
+    hops = app.config["TRUSTED_PROXIES"]
+    if hops:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
+
+
+def register_logging(app: Flask) -> None:
+    logs.register(app)
+
+
+def register_extensions(app: Flask) -> None:
+    database.engine_options(app)
+    db.init_app(app)
+    limits.init_app(app)
+    metrics.init_app(app)  # before any blueprint: it times every request
+    usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches
+    database.configure(app)
+
+
+def register_blueprints(app: Flask) -> None:
+    # `//api//keys` is an unknown path (404 in the problem shape), not a redirect.
+    app.url_map.merge_slashes = False
+    app.register_blueprint(views.bp)
+    app.register_blueprint(audit_views.bp)
+    app.register_blueprint(usage_views.bp)  # /api/keys/<key>/usage
+    app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
+    app.register_blueprint(leaks.bp)  # /api/revoke
+    app.register_blueprint(health.bp)
+    app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
+    if app.config["MCP_ENABLED"]:
+        app.register_blueprint(mcp.bp)  # POST /mcp; the SDK is imported on its first request
+    if app.config["METRICS_ENABLED"]:
+        app.register_blueprint(metrics.bp)  # GET /metrics, for Prometheus on this machine
+    app.register_blueprint(page.bp)  # / and /page/: the page for people, a client of /api/keys
+    app.after_request(auth.no_store)  # every answer under /api and /mcp
+
+
+def register_errorhandlers(app: Flask) -> None:
+    errors.register(app)
+
+
+def register_commands(app: Flask) -> None:
+    cli.register(app)
