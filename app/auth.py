@@ -125,7 +125,7 @@ def authenticate(
     if decided is not policy.USABLE:  # refused, or with a limit of its own
         policy.answer_with_headers(decided)
         if decided.refusal is not None:
-            if decided.refusal == policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
+            if decided.refusal in policy.SPENT:  # a key spent by its holder guesses nothing
                 limits.forgive()
             raise policy.refusal(decided, challenge)
     limits.forgive()

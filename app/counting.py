@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import math
 import mmap
 import os
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
-from limits.storage import MemoryStorage, Storage, storage_from_string
+from limits.storage import MemoryStorage, RedisStorage, Storage, storage_from_string
 
 # How often a worker's memory drops the counters whose period has ended.
 SWEEP_SECONDS = 10.0
@@ -92,6 +94,44 @@ class HostCounts(Storage):
                 count += amount
                 SLOT.pack_into(self.map, offset, digest, ends, count)
                 return count
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def spend(self, counters: Sequence[Counter]) -> Spent:
+        """One use of every counter, or of none: see spend()."""
+        digests = [_digest(counter.key) for counter in counters]
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                now = time.time()
+                slots = []
+                for digest, counter in zip(digests, counters, strict=True):
+                    offset = self._slot(digest, now)
+                    held, ends, count = SLOT.unpack_from(self.map, offset)
+                    if held != digest or ends <= now:  # a new window
+                        ends, count = now + counter.expiry, 0
+                    slots.append((offset, ends, count))
+                refused = _refused(counters, [count for _, _, count in slots])
+                if refused is None:
+                    for digest, (offset, ends, count) in zip(digests, slots, strict=True):
+                        SLOT.pack_into(self.map, offset, digest, ends, count + 1)
+                    slots = [(offset, ends, count + 1) for offset, ends, count in slots]
+                return Spent(refused, [count for _, _, count in slots], [e for _, e, _ in slots])
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def set(self, key: str, expiry: float, count: int) -> None:
+        """The key's count made `count`, in its current window (or a new one)."""
+        digest = _digest(key)
+        with self.thread_lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                now = time.time()
+                offset = self._slot(digest, now)
+                held, ends, _ = SLOT.unpack_from(self.map, offset)
+                if held != digest or ends <= now:
+                    ends = now + expiry
+                SLOT.pack_into(self.map, offset, digest, ends, count)
             finally:
                 fcntl.lockf(self.fd, fcntl.LOCK_UN)
 
@@ -207,6 +247,29 @@ class MemoryCounts(MemoryStorage):
             self.storage[key] += amount
             return self.storage[key]
 
+    def spend(self, counters: Sequence[Counter]) -> Spent:
+        """One use of every counter, or of none: see spend()."""
+        now = time.time()
+        with self.lock:
+            for counter in counters:
+                if self.expirations.get(counter.key, 0) <= now:  # a new window
+                    self.storage[counter.key] = 0
+                    self.expirations[counter.key] = now + counter.expiry
+            counts = [self.storage[counter.key] for counter in counters]
+            refused = _refused(counters, counts)
+            if refused is None:
+                for counter in counters:
+                    self.storage[counter.key] += 1
+                counts = [count + 1 for count in counts]
+            return Spent(refused, counts, [self.expirations[c.key] for c in counters])
+
+    def set(self, key: str, expiry: float, count: int) -> None:
+        """The key's count made `count`, in its current window (or a new one)."""
+        with self.lock:
+            if self.expirations.get(key, 0) <= time.time():
+                self.expirations[key] = time.time() + expiry
+            self.storage[key] = count
+
     def give_back(self, key: str) -> None:
         """One count taken back, within the key's current window only."""
         with self.lock:
@@ -222,6 +285,88 @@ class MemoryCounts(MemoryStorage):
 
 def scheme(uri: str) -> str:
     return uri.split(":", 1)[0]
+
+
+class Counter(NamedTuple):
+    """One of a use's counters: its key, the length of a new window, and how many uses
+    a window allows."""
+
+    key: str
+    expiry: float
+    limit: int
+
+
+class Spent(NamedTuple):
+    """What spend() did: the index of the first counter that refused the use (None: every
+    counter counted it), each counter's count after, and the end of each one's window."""
+
+    refused: int | None
+    counts: list[int]
+    ends: list[float]
+
+
+def _refused(counters: Sequence[Counter], counts: Sequence[int]) -> int | None:
+    for index, (counter, count) in enumerate(zip(counters, counts, strict=True)):
+        if count >= counter.limit:
+            return index
+    return None
+
+
+# Redis: every counter's count read, then each incremented only if none is spent, in one
+# script (atomic in Redis). ARGV: each counter's window length and limit.
+_SPEND = """
+local counts, ends, refused = {}, {}, 0
+for i, key in ipairs(KEYS) do
+  counts[i] = tonumber(redis.call('get', key) or '0')
+  if refused == 0 and counts[i] >= tonumber(ARGV[2 * i]) then refused = i end
+end
+if refused == 0 then
+  for i, key in ipairs(KEYS) do
+    counts[i] = redis.call('incr', key)
+    if redis.call('ttl', key) == -1 then redis.call('expire', key, ARGV[2 * i - 1]) end
+  end
+end
+for i, key in ipairs(KEYS) do ends[i] = redis.call('pttl', key) end
+return {refused, counts, ends}
+"""
+
+
+def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
+    """One use counted by every counter, or by none when one of them has no use left in
+    its window (CONTRACT.md section 20, all or nothing): a key's own rate limit and its
+    quota, one decision under one lock (one script in Redis). Another storage of `limits`
+    is asked counter by counter, which is exact for each but not all or nothing."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        return counts.spend(counters)
+    if isinstance(counts, RedisStorage):
+        keys = [counts.prefixed_key(counter.key) for counter in counters]
+        arguments = [value for c in counters for value in (max(1, math.ceil(c.expiry)), c.limit)]
+        script = counts.get_connection().register_script(_SPEND)
+        refused, found, ttls = script(keys, arguments)
+        now = time.time()
+        ends = [now + max(ttl, 0) / 1000 for ttl in ttls]
+        return Spent(None if refused == 0 else refused - 1, [int(c) for c in found], ends)
+    found = [counts.get(counter.key) for counter in counters]
+    refused = _refused(counters, found)
+    if refused is None:
+        found = [counts.incr(c.key, math.ceil(c.expiry)) for c in counters]
+    return Spent(refused, found, [counts.get_expiry(counter.key) for counter in counters])
+
+
+def set_count(counts: Storage, key: str, expiry: float, count: int) -> None:
+    """`key`'s count made `count` in its current window (a new one of `expiry` seconds
+    when it has none): a grant of more uses, or fewer."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        counts.set(key, expiry, count)
+    elif isinstance(counts, RedisStorage):
+        connection = counts.get_connection()
+        prefixed = counts.prefixed_key(key)
+        if not connection.set(prefixed, count, xx=True, keepttl=True):
+            connection.set(prefixed, count, ex=max(1, math.ceil(expiry)))
+    else:
+        counts.clear(key)
+        if count:
+            counts.incr(key, math.ceil(expiry), amount=count)
 
 
 def give_back(counts: Storage, key: str) -> None:

@@ -40,6 +40,9 @@ class Caller(NamedTuple):
     rate_limit_requests: int | None = None
     rate_limit_seconds: int | None = None
     metadata: Mapping[str, str] = NO_METADATA
+    quota_requests: int | None = None
+    quota_period: str | None = None
+    quota_counter: str | None = None
 
 
 def presented(header: str | None) -> Presented | None:

@@ -25,15 +25,22 @@ from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import Storage
 
 from app import counting, metrics
+from app.counting import Counter
+from app.credentials import Caller
 from app.errors import RETRY_SHORTLY, ApiError
+from app.quotas import periods
+from app.timestamps import utcnow
 
 AUTH_FAILURES = "RATELIMIT_AUTH_FAILURES"
 PER_KEY = "RATELIMIT_PER_KEY"
 # Forward auth and introspection: other services check a key on each request they serve.
 INTROSPECT = "RATELIMIT_INTROSPECT"
 RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
-# Where a key's own limit (CONTRACT.md section 15) is counted, beside the rates.
+# Where a key's own limit (CONTRACT.md section 15) and its quota (section 21) are counted,
+# beside the rates; a KeyUse's refusal names one of them.
 OWN = "key"
+QUOTA = "quota"
+RATE = "rate"
 RETRY_SECONDS = 10.0
 # The longest IP address in text: an IPv6 address with an IPv4 tail.
 _LONGEST_ADDRESS = len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")
@@ -45,12 +52,26 @@ MESSAGES = {
 
 
 class Allowance(NamedTuple):
-    """A use of a key under its own limit: allowed or not, how many are left, and the
-    whole seconds until the window ends."""
+    """A use of a key under its own limit or quota: allowed or not, how many are left, and
+    the whole seconds until the window ends (None: never, a lifetime quota)."""
 
     allowed: bool
     remaining: int
-    reset: int
+    reset: int | None
+
+
+class KeyUse(NamedTuple):
+    """One use of a key under its own limits: which refused it (RATE, QUOTA; None: both
+    allowed it), and the state of each it has (None: it has none)."""
+
+    refused: str | None
+    rate: Allowance | None
+    quota: Allowance | None
+
+
+def quota_reset(window: periods.Window) -> int:
+    """Whole seconds until a quota's calendar window ends."""
+    return max(1, math.ceil((window.end - utcnow()).total_seconds()))
 
 
 def counter_key(item: RateLimitItem, prefix: str, name: str) -> tuple[str, str]:
@@ -100,20 +121,69 @@ class Limits:
         except self.storage.base_exceptions:
             counting.give_back(self._fall_back(), key)
 
-    def spend(self, item: RateLimitItem, identifier: str) -> Allowance:
-        """One use of the key `identifier` under its own limit `item` (app/policy.py):
-        counted whether the abuse limits are on or not, since its owner asked for it."""
-        key = item.key_for(self.prefix, OWN, identifier)
-
-        def hit(counts: Storage) -> Allowance:
-            allowed = _allowed(counts, item, key, count=True)
-            remaining = max(0, item.amount - counts.get(key))
-            return Allowance(allowed, remaining, _seconds_until(counts.get_expiry(key)))
-
+    def spend_key(self, key: Caller) -> KeyUse:
+        """One use of `key` under its own rate limit and its quota, those it has, counted by
+        both or by neither (app/counting.py's spend): counted whether the abuse limits are
+        on or not, since its owner asked for them."""
+        counters: list[Counter] = []
+        if key.rate_limit_requests is not None and key.rate_limit_seconds is not None:
+            item = RateLimitItemPerSecond(key.rate_limit_requests, key.rate_limit_seconds)
+            own = item.key_for(self.prefix, OWN, key.identifier)
+            counters.append(Counter(own, item.get_expiry(), item.amount))
+        window = None
+        if key.quota_requests is not None and key.quota_period is not None:
+            now = utcnow()
+            window = periods.window(key.quota_period, now)
+            counters.append(
+                Counter(
+                    self.quota_key(key.quota_counter or key.identifier, window.name),
+                    periods.seconds_left(window.end, now),
+                    key.quota_requests,
+                )
+            )
         try:
-            return hit(self._storage())
+            spent = counting.spend(self._storage(), counters)
         except self.storage.base_exceptions:
-            return hit(self._fall_back())
+            spent = counting.spend(self._fall_back(), counters)
+        allowances = [
+            Allowance(spent.refused is None, max(0, c.limit - n), _seconds_until(ends))
+            for c, n, ends in zip(counters, spent.counts, spent.ends, strict=True)
+        ]
+        rate = allowances.pop(0) if key.rate_limit_requests is not None else None
+        quota = None
+        if window is not None:
+            quota = allowances[0]._replace(
+                reset=None if window.end is None else quota_reset(window)
+            )
+        refused = None
+        if spent.refused is not None:
+            refused = RATE if rate is not None and spent.refused == 0 else QUOTA
+        return KeyUse(refused, rate, quota)
+
+    def count(self, key: str) -> int:
+        """The count of `key` in its current window (0: none)."""
+        try:
+            return self._storage().get(key)
+        except self.storage.base_exceptions:
+            return self._fall_back().get(key)
+
+    def add_count(self, key: str, expiry: float, amount: int) -> None:
+        """`amount` added to `key`'s count, at once (a new window of `expiry` seconds)."""
+        try:
+            self._storage().incr(key, math.ceil(expiry), amount)
+        except self.storage.base_exceptions:
+            self._fall_back().incr(key, math.ceil(expiry), amount)
+
+    def set_count(self, key: str, expiry: float, count: int) -> None:
+        """`key`'s count made `count` (a new window of `expiry` seconds when it has none)."""
+        try:
+            counting.set_count(self._storage(), key, expiry, count)
+        except self.storage.base_exceptions:
+            counting.set_count(self._fall_back(), key, expiry, count)
+
+    def quota_key(self, counter: str, window: str) -> str:
+        """Where the quota of the keys of `counter` (app/quotas) counts in `window`."""
+        return f"{self.prefix}/{QUOTA}/{counter}/{window}"
 
     def refusal(self, rate: str, identifier: str) -> ApiError:
         """429 with the whole seconds until `identifier`'s `rate` lets it through again."""
@@ -212,7 +282,7 @@ def count_use(identifier: str, rate: str = PER_KEY) -> None:
         raise limits.refusal(rate, identifier)
 
 
-def spend_own(identifier: str, requests: int, seconds: int) -> Allowance:
-    """One use of the key `identifier` under its own limit of `requests` per `seconds`."""
+def spend_key(key: Caller) -> KeyUse:
+    """One use of `key` under its own rate limit and quota (it has one or both)."""
     limits: Limits = current_app.extensions["limits"]
-    return limits.spend(RateLimitItemPerSecond(requests, seconds), identifier)
+    return limits.spend_key(key)

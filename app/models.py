@@ -62,6 +62,11 @@ class ApiKey(db.Model):
     )
     # The identifier of the key that replaced this one by rotation; None: not rotated.
     replaced_by: Mapped[str | None] = mapped_column(String(64))
+    # Allowed uses per UTC calendar period (app/quotas); both None: no quota. The count is
+    # kept under `quota_counter`: the identifier of the first key of its rotations.
+    quota_requests: Mapped[int | None]
+    quota_period: Mapped[str | None] = mapped_column(String(10))
+    quota_counter: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         # Listing: one organization's keys, oldest first, ties by identifier.

@@ -51,8 +51,9 @@ ERROR_MEANINGS = {
     415: "The request body is not sent as application/json.",
     417: "The request's Expect header cannot be met.",
     422: "A field or query parameter is refused; `errors` names each with its messages.",
-    429: "An abuse limit, or the key's own `rate_limit`, refused the request; retry after "
-    "`Retry-After` seconds.",
+    429: "An abuse limit, or the key's own `rate_limit` (`rate_limited`), or its quota "
+    "(`quota_exceeded`) refused the request; retry after `Retry-After` seconds (absent for a "
+    "`lifetime` quota, which is never renewed).",
     431: "Too many request headers, or one too large.",
     500: "The server could not complete the request.",
     501: "The request's transfer coding is not supported.",
@@ -63,7 +64,7 @@ PROBLEM_CODES = {
     401: ("unauthorized", "expired_key", "disabled_key"),
     403: ("forbidden", "scope_exceeds_caller", "exceeds_caller", "ip_not_allowed"),
     409: ("immutable_key", "already_rotated"),
-    429: ("rate_limited",),
+    429: ("rate_limited", "quota_exceeded"),
 }
 RETRY_AFTER = {
     "description": "Whole seconds to wait before retrying.",
@@ -84,6 +85,17 @@ RATELIMIT_HEADERS = {
         "required": False,
         "schema": {"type": "string"},
     },
+    "Quota-Remaining": {
+        "description": "What is left of the key's quota in the current period, when it has "
+        "one (CONTRACT.md section 21).",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    "Quota-Reset": {
+        "description": "Whole seconds until the quota's period ends (absent for `lifetime`).",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1},
+    },
 }
 ERROR_HEADERS = {
     401: {
@@ -93,7 +105,8 @@ ERROR_HEADERS = {
             "schema": {"type": "string"},
         }
     },
-    429: {"Retry-After": RETRY_AFTER, **RATELIMIT_HEADERS},
+    # A lifetime quota is never renewed: its 429 has no Retry-After.
+    429: {"Retry-After": RETRY_AFTER | {"required": False}, **RATELIMIT_HEADERS},
     503: {"Retry-After": RETRY_AFTER},
 }
 PROBLEM = {"$ref": "#/components/schemas/Problem"}

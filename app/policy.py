@@ -1,10 +1,11 @@
-"""Whether a found key may be used now (CONTRACT.md section 15): expired, disabled, address,
-its own rate limit, judged here in that order and nowhere else. Every door asks verdict():
-authentication (the REST API, /mcp, forward auth, the embedded extension) through
-app/auth.py, and introspection for the key it checks; then each door checks its scopes.
+"""Whether a found key may be used now (CONTRACT.md sections 15 and 21): expired, disabled,
+address, its own rate limit, its quota, judged here in that order and nowhere else. Every
+door asks verdict(): authentication (the REST API, /mcp, forward auth, the embedded
+extension) through app/auth.py, and introspection for the key it checks; then each door
+checks its scopes.
 
-A key without policy costs two comparisons: its limit is counted (in the abuse limits'
-storage, every door together) only when it has one."""
+A key without policy costs two comparisons: its limit and quota are counted (where the
+abuse limits count, every door together) only when it has them."""
 
 from __future__ import annotations
 
@@ -25,34 +26,47 @@ EXPIRED_KEY = "expired_key"
 DISABLED_KEY = "disabled_key"
 IP_NOT_ALLOWED = "ip_not_allowed"
 RATE_LIMITED = "rate_limited"
+QUOTA_EXCEEDED = "quota_exceeded"
 # The holder already has the key, so saying why it is refused leaks nothing.
 REFUSALS = {
     EXPIRED_KEY: (401, "This API key has expired: it authenticates nothing any more."),
     DISABLED_KEY: (401, "This API key is disabled: it authenticates nothing until enabled."),
     IP_NOT_ALLOWED: (403, "This API key may not be used from this address."),
     RATE_LIMITED: (429, "This API key has used its own rate limit; retry later."),
+    QUOTA_EXCEEDED: (429, "This API key has used its quota for the period."),
 }
+# The refusal of each of a key's own limits (app/limits.py's KeyUse): a key its holder has
+# used up, which says nothing of a guess.
+_SPENT = {limits.RATE: RATE_LIMITED, limits.QUOTA: QUOTA_EXCEEDED}
+SPENT = frozenset(_SPENT.values())
 # The name of a key's own limit in the RateLimit headers.
 POLICY_NAME = '"key"'
 
 
 class Verdict(NamedTuple):
     """The code of the refusal (None: the key may be used now), and the state of the key's
-    own limit when it has one."""
+    own limit and of its quota when it has them."""
 
     refusal: str | None
     allowance: Allowance | None = None
     requests: int = 0
     seconds: int = 0
+    quota: Allowance | None = None
 
     def ratelimit_headers(self) -> list[tuple[str, str]]:
-        """The IETF httpapi draft's RateLimit-Policy and RateLimit fields; none without a limit."""
-        if self.allowance is None:
-            return []
-        return [
-            ("RateLimit-Policy", f"{POLICY_NAME};q={self.requests};w={self.seconds}"),
-            ("RateLimit", f"{POLICY_NAME};r={self.allowance.remaining};t={self.allowance.reset}"),
-        ]
+        """The IETF httpapi draft's RateLimit-Policy and RateLimit fields, and the quota's
+        Quota-Remaining and Quota-Reset (none for a lifetime); none without either."""
+        headers = []
+        if (left := self.allowance) is not None:
+            headers += [
+                ("RateLimit-Policy", f"{POLICY_NAME};q={self.requests};w={self.seconds}"),
+                ("RateLimit", f"{POLICY_NAME};r={left.remaining};t={left.reset}"),
+            ]
+        if self.quota is not None:
+            headers.append(("Quota-Remaining", str(self.quota.remaining)))
+            if self.quota.reset is not None:
+                headers.append(("Quota-Reset", str(self.quota.reset)))
+        return headers
 
 
 USABLE = Verdict(None)
@@ -68,11 +82,16 @@ def verdict(key: Caller, address: Callable[[], str | None]) -> Verdict:
         return Verdict(DISABLED_KEY)
     if key.allowed_ips and not allowed_address(address(), tuple(key.allowed_ips)):
         return Verdict(IP_NOT_ALLOWED)
-    requests, seconds = key.rate_limit_requests, key.rate_limit_seconds
-    if requests is None or seconds is None:
+    if key.rate_limit_requests is None and key.quota_requests is None:
         return USABLE
-    allowance = limits.spend_own(key.identifier, requests, seconds)
-    return Verdict(None if allowance.allowed else RATE_LIMITED, allowance, requests, seconds)
+    spent = limits.spend_key(key)  # the rate limit, then the quota: both or neither
+    return Verdict(
+        spent.refused and _SPENT[spent.refused],
+        spent.rate,
+        key.rate_limit_requests or 0,
+        key.rate_limit_seconds or 0,
+        spent.quota,
+    )
 
 
 def allowed_address(address: str | None, networks: Sequence[str]) -> bool:
@@ -102,12 +121,14 @@ def refusal(decided: Verdict, challenge: tuple[str, str]) -> ApiError:
     headers = [challenge] if status == 401 else []
     if decided.allowance is not None and code == RATE_LIMITED:
         headers.append(("Retry-After", str(decided.allowance.reset)))
+    if decided.quota is not None and code == QUOTA_EXCEEDED and decided.quota.reset is not None:
+        headers.append(("Retry-After", str(decided.quota.reset)))
     return ApiError(status, code, detail, headers=headers)
 
 
 def answer_with_headers(decided: Verdict) -> None:
-    """The current request's answer (a refusal included) carries the key's RateLimit
-    headers, when it has a limit of its own, so that a gateway passes them on."""
+    """The current request's answer (a refusal included) carries the key's RateLimit and
+    Quota headers, when it has a limit or quota of its own, so that a gateway passes them on."""
     headers = decided.ratelimit_headers()
     if headers:
 

@@ -52,6 +52,9 @@ class Key(NamedTuple):
     rate_limit_seconds: int | None
     metadata: dict[str, str]
     replaced_by: str | None  # the identifier of its successor by rotation; None: not rotated
+    quota_requests: int | None = None
+    quota_period: str | None = None
+    quota_counter: str | None = None  # whose count it spends (app/quotas); None: its own
 
     @property
     def rate_limit(self) -> dict[str, int] | None:
@@ -59,6 +62,13 @@ class Key(NamedTuple):
         if self.rate_limit_requests is None:
             return None
         return {"requests": self.rate_limit_requests, "seconds": self.rate_limit_seconds}
+
+    @property
+    def quota(self) -> dict[str, int | str] | None:
+        """Its quota as the API shows it; None: none."""
+        if self.quota_requests is None:
+            return None
+        return {"requests": self.quota_requests, "period": self.quota_period}
 
 
 class Page(NamedTuple, Generic[T]):

@@ -16,4 +16,6 @@ KEY_FIELDS = (
     "rate_limit",
     "metadata",
     "replaced_by",
+    "quota",
+    "quota_remaining",
 )

@@ -63,6 +63,7 @@ def test_every_change_is_recorded_newest_first(client, org):
         "allowed_ips": [],
         "rate_limit": None,
         "metadata": {},
+        "quota": None,
     }
     assert update["details"] == {
         "name": ["ci", "ci 2"],

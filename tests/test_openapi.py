@@ -159,24 +159,28 @@ def test_every_error_is_a_plain_problem_naming_its_status_and_codes(document):
     assert "`disabled_key`" in responses["unauthorized"]["description"]
     assert "`already_rotated`" in responses["conflict"]["description"]
     assert {"RateLimit", "RateLimit-Policy"} <= set(responses["rate_limited"]["headers"])
+    assert "`quota_exceeded`" in responses["rate_limited"]["description"]
+    assert {"Quota-Remaining", "Quota-Reset"} <= set(responses["rate_limited"]["headers"])
 
 
 def test_checks_document_the_policy_they_pass_on(document):
     """Forward auth's 204 headers and introspection's answer (CONTRACT.md section 15)."""
     headers = document["paths"]["/api/forward-auth"]["get"]["responses"]["204"]["headers"]
     assert {"X-Api-Key-Metadata", "RateLimit", "RateLimit-Policy"} <= set(headers)
+    assert {"Quota-Remaining", "Quota-Reset"} <= set(headers)
     introspected = document["paths"]["/api/introspect"]["post"]["responses"]["200"]
     schema = introspected["content"]["application/json"]["schema"]
     answer = (
         schema.get("properties")
         or document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]["properties"]
     )
-    assert {"code", "retry_after", "metadata"} <= set(answer)
+    assert {"code", "retry_after", "metadata", "quota_remaining"} <= set(answer)
     assert answer["code"]["enum"] == [
         "expired_key",
         "disabled_key",
         "ip_not_allowed",
         "rate_limited",
+        "quota_exceeded",
     ]
 
 
@@ -193,7 +197,7 @@ def test_request_models_hold_only_what_a_client_may_set(document):
     assert "anyOf" not in update
     assert update["description"].startswith(
         "At least one of `allowed_ips`, `enabled`, `expires_at`, `metadata`, `name`, "
-        "`rate_limit`, `scopes`"
+        "`quota`, `rate_limit`, `scopes`"
     )
 
 

@@ -21,7 +21,14 @@ from app.scopes import ALL
 from app.timestamps import utcnow
 
 _INSERT = insert(AuditEvent.__table__)
-ACTIONS = ("key.created", "key.updated", "key.rotated", "key.deleted", "key.revoked")
+ACTIONS = (
+    "key.created",
+    "key.updated",
+    "key.rotated",
+    "key.deleted",
+    "key.revoked",
+    "key.quota",
+)
 OPERATOR = "operator"
 LEAK_REPORT = "leak-report"
 

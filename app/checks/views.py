@@ -107,6 +107,12 @@ INTROSPECTION = {
             "description": "With `rate_limited`: whole seconds until the key's own limit "
             "lets it through again.",
         },
+        "quota_remaining": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "What is left of the key's quota in the current period (active "
+            "answers of keys with a quota only).",
+        },
     },
     "required": ["active"],
     "additionalProperties": False,
@@ -124,7 +130,8 @@ INTROSPECTION = {
         "the key's facts in headers for the gateway to pass upstream; the key's policy "
         "first (401 `expired_key` or `disabled_key`, 403 `ip_not_allowed` for the "
         "client's address, 429 `rate_limited` past its own `rate_limit`, with the RateLimit "
-        "headers); 401 for no, bad or deleted keys; 403 `forbidden` naming the missing "
+        "headers, 429 `quota_exceeded` past its quota, with the Quota headers); 401 for "
+        "no, bad or deleted keys; 403 `forbidden` naming the missing "
         "scopes; 422 for a scope no key can hold. Checking is a use of the key. Counted per "
         "checked key under `RATELIMIT_INTROSPECT`.",
         204,
@@ -217,4 +224,7 @@ def introspect():
     }
     if key.expires_at is not None:
         answer["exp"] = unix_seconds(iso(key.expires_at))
-    return answer | {"kind": key.kind, "name": holder.name, "metadata": dict(key.metadata)}
+    answer |= {"kind": key.kind, "name": holder.name, "metadata": dict(key.metadata)}
+    if decided.quota is not None:
+        answer["quota_remaining"] = decided.quota.remaining
+    return answer

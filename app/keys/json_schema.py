@@ -5,6 +5,7 @@ pattern, and the rules the schemas check across fields (their `validates_schema`
 from __future__ import annotations
 
 from app.keys.schemas import BIDI_CONTROLS, CONTROLS, READ_ONLY, UPDATABLE
+from app.quotas.periods import PERIODS
 from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, to_names
 
 # What the key output's fields are beyond their marshmallow type (fields.Function carries
@@ -44,6 +45,22 @@ OUTPUT_FIELDS = {
         "type": ["string", "null"],
         "description": "`<identifier>...` of the key that replaced this one by rotation; "
         "null: not rotated.",
+    },
+    "quota": {
+        "type": ["object", "null"],
+        "properties": {
+            "requests": {"type": "integer", "minimum": 1},
+            "period": {"type": "string", "enum": list(PERIODS)},
+        },
+        "required": ["requests", "period"],
+        "additionalProperties": False,
+        "description": "`requests` allowed uses per UTC calendar `period` (a day from 00:00, "
+        "a week from Monday, a month from its 1st; `lifetime`: never renewed); null: none.",
+    },
+    "quota_remaining": {
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "description": "What is left of the quota in the current period; null: no quota.",
     },
 }
 EXPIRY_INPUT = {

@@ -23,16 +23,27 @@ from marshmallow import (
 from app import keyformat
 from app.arguments import PageArguments, Timestamp
 from app.queries import ACTIVE, EXPIRED
+from app.quotas import service as quotas
+from app.quotas.schemas import Quota
 from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
 from app.timestamps import utcnow
 
 # Sent back by clients that echo what they read; ignored on input.
 READ_ONLY = frozenset(
-    {"key", "immutable", "last_used", "created", "updated", "created_by", "replaced_by"}
+    {
+        "key",
+        "immutable",
+        "last_used",
+        "created",
+        "updated",
+        "created_by",
+        "replaced_by",
+        "quota_remaining",
+    }
 )
 # What an update may change: at least one of them.
 UPDATABLE = frozenset(
-    {"name", "scopes", "expires_at", "enabled", "allowed_ips", "rate_limit", "metadata"}
+    {"name", "scopes", "expires_at", "enabled", "allowed_ips", "rate_limit", "metadata", "quota"}
 )
 # A rotated key keeps working at most 30 days beside its replacement.
 MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
@@ -180,6 +191,7 @@ class _Policy(Schema):
     allowed_ips = _allowed_ips()
     rate_limit = fields.Nested(RateLimit, allow_none=True)
     metadata = _metadata()
+    quota = fields.Nested(Quota, allow_none=True)
 
     @post_load
     def fold_networks(self, data: dict, **kwargs: Any) -> dict:
@@ -306,6 +318,8 @@ class KeyOutput(Schema):
     replaced_by = fields.Function(
         lambda key: None if key.replaced_by is None else keyformat.shown(key.replaced_by)
     )
+    quota = fields.Function(operator.attrgetter("quota"))
+    quota_remaining = fields.Function(quotas.remaining)
 
 
 class KeyPage(Schema):

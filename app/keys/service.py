@@ -23,6 +23,7 @@ from app.errors import ApiError, invalid
 from app.extensions import db
 from app.models import ApiKey, KeyMetadata, Organization
 from app.queries import Key, Page
+from app.quotas import service as quotas
 from app.scopes import (
     FIXED,
     SDK_INTEGRATION,
@@ -65,7 +66,7 @@ def _scope_exceeds_caller(excess: int) -> ApiError:
     )
 
 
-def _require_power_over(caller: Caller, key: Key) -> None:
+def require_power_over(caller: Caller, key: Key) -> None:
     """A key may alter or revoke only keys whose scopes it holds all of."""
     if exceeding(key.scope_bits, caller.scope_bits):
         raise usage_counter.refused(
@@ -121,6 +122,12 @@ def _rate_limit(data: dict | None) -> dict[str, int | None]:
         "rate_limit_requests": data.get("requests"),
         "rate_limit_seconds": data.get("seconds"),
     }
+
+
+def _quota(data: dict | None) -> dict[str, int | str | None]:
+    """A quota as its columns."""
+    data = data or {}
+    return {"quota_requests": data.get("requests"), "quota_period": data.get("period")}
 
 
 def _write_metadata(
@@ -192,10 +199,13 @@ def _add_key(
     rate_limit: dict | None = None,
     metadata: dict[str, str] | None = None,
     enabled: bool = True,
+    quota: dict | None = None,
+    quota_counter: str | None = None,
 ) -> tuple[Key, str]:
-    """A new key in the session's transaction, with its key.created event."""
+    """A new key in the session's transaction, with its key.created event; with a quota,
+    counted under `quota_counter` (a predecessor's: its count goes on) or its own."""
     allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
-    limit = _rate_limit(rate_limit)
+    limit = _rate_limit(rate_limit) | _quota(quota) | {"quota_counter": quota_counter}
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
     now = utcnow()
     row = {
@@ -237,6 +247,7 @@ def _add_key(
             "allowed_ips": allowed_ips,
             "rate_limit": rate_limit,
             "metadata": metadata,
+            "quota": quota,
         },
     )
     made = Key(
@@ -278,6 +289,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
         rate_limit=data.get("rate_limit"),
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
+        quota=data.get("quota"),
     )
     db.session.commit()
     return created
@@ -293,7 +305,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         # A fixed kind's scopes are refused below, as immutable (409).
         if not is_immutable(key.kind) and (problem := misfit(key.kind, scope_bits)):
             raise invalid({"scopes": [problem]})
-        _require_power_over(caller, key)
+        require_power_over(caller, key)
         excess = exceeding(scope_bits, caller.scope_bits)
         if excess:
             raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
@@ -330,6 +342,12 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
                 changes |= limit
                 shown |= limit
                 details["rate_limit"] = [before, data["rate_limit"]]
+        if "quota" in data and data["quota"] != key.quota:
+            if data["quota"] is not None:
+                quotas.keep_used(key, data["quota"]["period"])
+            changes |= _quota(data["quota"])
+            shown |= _quota(data["quota"])
+            details["quota"] = [key.quota, data["quota"]]
         if "metadata" in changes:
             _write_metadata(caller.organization_id, key.id, changes["metadata"])
         if changes:
@@ -351,7 +369,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
 def delete_key(caller: Caller, key: Key) -> None:
     """Revoke a key at once and for good."""
     with _locked(caller, key) as key:
-        _require_power_over(caller, key)
+        require_power_over(caller, key)
         db.session.execute(_DELETE, {"key": key.identifier})
         audit.record(
             "key.deleted",
@@ -394,7 +412,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
     would have, if that is still ahead (a time-limited key never becomes permanent by a
     routine rotation, CONTRACT.md section 9), and never after a caller that expires."""
     with _locked(caller, key) as key:
-        _require_power_over(caller, key)
+        require_power_over(caller, key)
         _within_caller(caller, data)
         if key.replaced_by is not None:
             raise _already_rotated(key, "rotate its successor instead.")
@@ -422,6 +440,8 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             allowed_ips=allowed_ips,
             rate_limit=key.rate_limit,
             metadata=key.metadata,
+            quota=key.quota,
+            quota_counter=key.quota_counter or key.identifier,  # the same holder's count
         )
         if grace:
             until = now + timedelta(seconds=grace)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import create_engine, text
 
 from tests.databases import drop_database, new_database_url
@@ -187,3 +190,17 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
     yield start
     for server in servers:
         stop(server)
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A key prefix of this test's own; its keys are removed after the test."""
+    prefix = f"api-keys-test-{secrets.token_hex(8)}"
+    yield prefix
+    client = redis.Redis.from_url(os.environ.get("TEST_REDIS_URL", ""))
+    try:
+        keys = list(client.scan_iter(match=f"*{prefix}*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()

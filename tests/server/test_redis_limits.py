@@ -11,8 +11,6 @@ removes its keys afterwards.
 from __future__ import annotations
 
 import os
-import secrets
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -30,20 +28,6 @@ needs_redis = pytest.mark.skipif(
 
 PER_KEY = 6
 AUTH_FAILURES = 4
-
-
-@pytest.fixture
-def redis_prefix() -> Iterator[str]:
-    """A key prefix of this test's own; its keys are removed after the test."""
-    prefix = f"api-keys-test-{secrets.token_hex(8)}"
-    yield prefix
-    client = redis.Redis.from_url(TEST_REDIS_URL)
-    try:
-        keys = list(client.scan_iter(match=f"*{prefix}*"))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
 
 def limits_env(storage: str, prefix: str) -> dict[str, str]:

@@ -1,0 +1,45 @@
+"""The UTC calendar periods of a quota: a day from 00:00 UTC, a week from Monday, a month
+from its 1st; `lifetime` is never renewed."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+DAY, WEEK, MONTH, LIFETIME = "day", "week", "month", "lifetime"
+PERIODS = (DAY, WEEK, MONTH, LIFETIME)
+# A lifetime's counter is kept this long (about a hundred years).
+LIFETIME_SECONDS = 100 * 365 * 86_400
+
+
+class Window(NamedTuple):
+    """The period that holds a moment: its name for the counter, and its end (None: never)."""
+
+    name: str
+    end: datetime | None
+
+
+def window(period: str, now: datetime) -> Window:
+    """The `period` (one of PERIODS) that holds `now` (naive UTC)."""
+    if period == LIFETIME:
+        return Window(LIFETIME, None)
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == DAY:
+        return Window(day.date().isoformat(), day + timedelta(days=1))
+    if period == WEEK:
+        start = day - timedelta(days=day.weekday())
+        return Window(f"week-{start.date().isoformat()}", start + timedelta(days=7))
+    start = day.replace(day=1)
+    end = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return Window(f"month-{start.date().isoformat()[:7]}", end)
+
+
+def seconds_left(ends: datetime | None, now: datetime) -> float:
+    """Seconds from `now` to a window's end; a lifetime's counter is kept LIFETIME_SECONDS."""
+    if ends is None:
+        return LIFETIME_SECONDS
+    return (ends - now).total_seconds()

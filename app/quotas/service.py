@@ -1,0 +1,79 @@
+"""A quota's count where the limits count it (app/limits.py), read for the key object and
+set by grants: POST /api/keys/<key>/quota, audited as key.quota (CONTRACT.md section 21)."""
+
+from __future__ import annotations
+
+from flask import current_app
+
+from app import audit
+from app.credentials import Caller
+from app.errors import ApiError
+from app.extensions import db
+from app.limits import Limits
+from app.queries import Key
+from app.quotas import periods
+from app.timestamps import utcnow
+
+
+def _limits() -> Limits:
+    return current_app.extensions["limits"]
+
+
+def _counter(key: Key | Caller, period: str) -> tuple[str, float, int | None]:
+    """Where `key`'s quota counts now, the seconds its window has left, and when it ends."""
+    now = utcnow()
+    window = periods.window(period, now)
+    name = _limits().quota_key(key.quota_counter or key.identifier, window.name)
+    reset = None if window.end is None else max(1, int((window.end - now).total_seconds()))
+    return name, periods.seconds_left(window.end, now), reset
+
+
+def used(key: Key, period: str) -> int:
+    """The uses `key` has spent in the current `period`."""
+    name, _, _ = _counter(key, period)
+    return _limits().count(name)
+
+
+def remaining(key: Key) -> int | None:
+    """What is left of `key`'s quota in the current period; None: it has none."""
+    if key.quota_requests is None or key.quota_period is None:
+        return None
+    return max(0, key.quota_requests - used(key, key.quota_period))
+
+
+def keep_used(key: Key, period: str) -> None:
+    """A quota whose period changes keeps what the key used in the period it had."""
+    if key.quota_period is None or key.quota_period == period:
+        return
+    spent = used(key, key.quota_period)
+    name, seconds, _ = _counter(key, period)
+    _limits().set_count(name, seconds, spent)
+
+
+def grant(caller: Caller, key: Key, data: dict) -> Key:
+    """More uses (`add`) or exactly so many left (`set_remaining`) in the key's current
+    period, recorded as key.quota; 409 for a key without a quota."""
+    if key.quota_requests is None or key.quota_period is None:
+        raise ApiError(
+            409, "no_quota", "This key has no quota: give it one with PUT /api/keys/<key> first."
+        )
+    name, seconds, _ = _counter(key, key.quota_period)
+    spent = _limits().count(name)
+    before = max(0, key.quota_requests - spent)
+    if "add" in data:
+        if spent > key.quota_requests:  # a quota lowered below what was used: none left
+            _limits().set_count(name, seconds, key.quota_requests)
+        _limits().add_count(name, seconds, -data["add"])  # atomic: uses meanwhile still count
+        after = before + data["add"]
+    else:
+        _limits().set_count(name, seconds, key.quota_requests - data["set_remaining"])
+        after = data["set_remaining"]
+    audit.record(
+        "key.quota",
+        organization_id=caller.organization_id,
+        actor=audit.actor_of(caller),
+        target=key.identifier,
+        details={**data, "remaining": [before, after]},
+    )
+    db.session.commit()
+    return key

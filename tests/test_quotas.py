@@ -1,0 +1,256 @@
+"""Quotas (CONTRACT.md section 21): so many allowed uses of a key per UTC calendar period,
+at every door together, refused with 429 quota_exceeded past them; counted with its rate
+limit all or nothing; granted, audited, kept by a rotation's successor and by a change of
+the quota; renewed when the period ends (a clock the test moves)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from app import limits
+from app.quotas import periods
+from app.quotas import service as quotas
+from tests.test_mcp import call, refused
+from tests.test_policy import create, events, rotate, update
+
+DAY = {"requests": 3, "period": "day"}
+
+
+def key_with(client, org, **body) -> dict:
+    answer = create(client, org.sdk, **body)
+    assert answer.status_code == 201, answer.json
+    return answer.json
+
+
+def use(client, key: str, door: str = "rest"):
+    if door == "rest":
+        return client.get("/api/keys?page_size=1", auth=(key, ""))
+    return client.get("/api/forward-auth", auth=(key, ""))
+
+
+def read(client, org, key: str) -> dict:
+    return client.get(f"/api/keys/{key[:15]}", auth=(org.sdk, "")).json
+
+
+def assert_quota_exceeded(answer, retry_after: bool = True) -> None:
+    assert answer.status_code == 429, answer.json
+    assert answer.mimetype == "application/problem+json"
+    assert answer.json["code"] == "quota_exceeded"
+    assert answer.headers["Quota-Remaining"] == "0"
+    assert ("Retry-After" in answer.headers) is retry_after
+    assert ("Quota-Reset" in answer.headers) is retry_after
+    if retry_after:
+        assert 1 <= int(answer.headers["Retry-After"]) <= 86_400
+        assert answer.headers["Retry-After"] == answer.headers["Quota-Reset"]
+
+
+def test_a_key_has_no_quota_by_default(client, org):
+    made = key_with(client, org)
+    assert (made["quota"], made["quota_remaining"]) == (None, None)
+    answer = use(client, made["key"])
+    assert "Quota-Remaining" not in answer.headers
+
+
+def test_uses_at_every_door_spend_the_quota_then_429(client, org):
+    made = key_with(client, org, quota=DAY)
+    assert (made["quota"], made["quota_remaining"]) == (DAY, 3)
+    key = made["key"]
+    first, second = use(client, key), use(client, key, "forward_auth")
+    assert (first.status_code, second.status_code) == (200, 204)
+    assert [first.headers["Quota-Remaining"], second.headers["Quota-Remaining"]] == ["2", "1"]
+    assert 1 <= int(first.headers["Quota-Reset"]) <= 86_400
+    assert read(client, org, key)["quota_remaining"] == 1
+    assert use(client, key, "forward_auth").status_code == 204
+    for door in ("rest", "forward_auth"):
+        assert_quota_exceeded(use(client, key, door))
+    assert read(client, org, key)["quota_remaining"] == 0
+
+
+def test_a_lifetime_quota_says_no_reset(client, org):
+    key = key_with(client, org, quota={"requests": 1, "period": "lifetime"})["key"]
+    allowed = use(client, key)
+    assert allowed.headers["Quota-Remaining"] == "0"
+    assert "Quota-Reset" not in allowed.headers
+    assert_quota_exceeded(use(client, key), retry_after=False)
+
+
+def test_introspection_shows_what_is_left_then_quota_exceeded(client, org):
+    key = key_with(client, org, quota={"requests": 1, "period": "week"})["key"]
+    active = client.post("/api/introspect", data={"token": key}, auth=(org.sdk, "")).json
+    assert (active["active"], active["quota_remaining"]) == (True, 0)
+    inactive = client.post("/api/introspect", data={"token": key}, auth=(org.sdk, "")).json
+    assert inactive == {"active": False, "code": "quota_exceeded"}
+
+
+def test_a_use_the_rate_limit_refuses_spends_nothing_of_the_quota(client, org):
+    rate = {"requests": 2, "seconds": 60}
+    key = key_with(client, org, quota={"requests": 10, "period": "day"}, rate_limit=rate)["key"]
+    assert [use(client, key).status_code for _ in range(4)] == [200, 200, 429, 429]
+    assert read(client, org, key)["quota_remaining"] == 8
+
+
+def test_a_use_the_quota_refuses_spends_nothing_of_the_rate_limit(client, org):
+    rate = {"requests": 5, "seconds": 60}
+    key = key_with(client, org, quota={"requests": 2, "period": "day"}, rate_limit=rate)["key"]
+    assert [use(client, key).status_code for _ in range(4)] == [200, 200, 429, 429]
+    grant = client.post(f"/api/keys/{key[:15]}/quota", json={"add": 1}, auth=(org.sdk, ""))
+    assert grant.status_code == 200, grant.json
+    answer = use(client, key)
+    assert answer.status_code == 200
+    assert answer.headers["RateLimit"] == '"key";r=2;t=' + answer.headers["RateLimit"][12:]
+
+
+def test_grants_add_or_set_what_is_left_and_are_audited(client, org):
+    key = key_with(client, org, quota=DAY)["key"]
+    use(client, key)
+    path = f"/api/keys/{key[:15]}/quota"
+    added = client.post(path, json={"add": 5}, auth=(org.sdk, ""))
+    assert (added.status_code, added.json["quota_remaining"]) == (200, 7)
+    assert read(client, org, key)["quota_remaining"] == 7
+    set_ = client.post(path, json={"set_remaining": 1}, auth=(org.sdk, ""))
+    assert set_.json["quota_remaining"] == 1
+    assert use(client, key).status_code == 200
+    assert_quota_exceeded(use(client, key))
+    recorded = events(client, org.sdk, "key.quota")
+    assert [event["details"] for event in recorded] == [
+        {"set_remaining": 1, "remaining": [7, 1]},
+        {"add": 5, "remaining": [2, 7]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "_schema"),
+        ({"add": 1, "set_remaining": 1}, "_schema"),
+        ({"add": 0}, "add"),
+        ({"add": "1"}, "add"),
+        ({"set_remaining": -1}, "set_remaining"),
+        ({"more": 1}, "more"),
+    ],
+)
+def test_a_bad_grant_is_422(client, org, body, field):
+    key = key_with(client, org, quota=DAY)["key"]
+    answer = client.post(f"/api/keys/{key[:15]}/quota", json=body, auth=(org.sdk, ""))
+    assert answer.status_code == 422, answer.json
+    assert field in answer.json["errors"]
+
+
+def test_a_grant_needs_a_quota_and_power_over_the_key(client, org, make_key, other_org):
+    plain = key_with(client, org)["key"]
+    answer = client.post(f"/api/keys/{plain[:15]}/quota", json={"add": 1}, auth=(org.sdk, ""))
+    assert (answer.status_code, answer.json["code"]) == (409, "no_quota")
+    scopes = ["monitor:read", "monitor:write"]
+    target = key_with(client, org, quota=DAY, scopes=scopes)["key"]
+    weaker = make_key("custom", ["monitor:read"])
+    answer = client.post(f"/api/keys/{target[:15]}/quota", json={"add": 1}, auth=(weaker, ""))
+    assert (answer.status_code, answer.json["code"]) == (403, "forbidden")
+    answer = client.post(
+        f"/api/keys/{target[:15]}/quota", json={"add": 1}, auth=(other_org.sdk, "")
+    )
+    assert answer.status_code == 404
+    assert events(client, org.sdk, "key.quota") == []
+
+
+def test_a_rotations_successor_spends_the_same_count(client, org):
+    key = key_with(client, org, quota=DAY)["key"]
+    use(client, key)
+    use(client, key)
+    successor = rotate(client, org.sdk, key[:15]).json
+    assert (successor["quota"], successor["quota_remaining"]) == (DAY, 1)
+    assert use(client, successor["key"]).status_code == 200
+    assert_quota_exceeded(use(client, successor["key"]))
+
+
+def test_changing_the_quota_keeps_what_was_used(client, org):
+    key = key_with(client, org, quota={"requests": 10, "period": "day"})["key"]
+    for _ in range(3):
+        use(client, key)
+    smaller = update(client, org.sdk, key[:15], quota={"requests": 5, "period": "day"})
+    assert smaller.json["quota_remaining"] == 2
+    monthly = update(client, org.sdk, key[:15], quota={"requests": 4, "period": "month"})
+    assert monthly.json["quota_remaining"] == 1
+    removed = update(client, org.sdk, key[:15], quota=None)
+    assert (removed.json["quota"], removed.json["quota_remaining"]) == (None, None)
+    assert [use(client, key).status_code for _ in range(3)] == [200] * 3
+    changes = [event["details"]["quota"] for event in events(client, org.sdk, "key.updated")]
+    assert changes == [  # newest first
+        [{"requests": 4, "period": "month"}, None],
+        [{"requests": 5, "period": "day"}, {"requests": 4, "period": "month"}],
+        [{"requests": 10, "period": "day"}, {"requests": 5, "period": "day"}],
+    ]
+
+
+def test_the_end_of_the_day_renews_a_day_quota(client, org, monkeypatch):
+    key = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
+    assert use(client, key).status_code == 200
+    assert_quota_exceeded(use(client, key))
+    tomorrow = periods.window("day", limits.utcnow()).end
+    for module in (limits, quotas):
+        monkeypatch.setattr(module, "utcnow", lambda: tomorrow)
+    assert use(client, key).status_code == 200
+    assert read(client, org, key)["quota_remaining"] == 0
+
+
+@pytest.mark.parametrize(
+    ("moment", "period", "start", "end"),
+    [
+        (datetime(2026, 11, 27, 13, 5), "day", "2026-11-27", datetime(2026, 11, 28)),
+        (datetime(2026, 11, 27, 13, 5), "week", "week-2026-11-23", datetime(2026, 11, 30)),
+        (datetime(2026, 11, 30, 0, 0), "week", "week-2026-11-30", datetime(2026, 12, 7)),
+        (datetime(2026, 12, 31, 23, 59), "month", "month-2026-12", datetime(2027, 1, 1)),
+        (datetime(2026, 2, 1), "month", "month-2026-02", datetime(2026, 3, 1)),
+        (datetime(2026, 2, 1), "lifetime", "lifetime", None),
+    ],
+)
+def test_periods_are_utc_calendar_periods(moment, period, start, end):
+    assert periods.window(period, moment) == (start, end)
+
+
+@pytest.mark.parametrize(
+    "quota",
+    [
+        {"requests": 0, "period": "day"},
+        {"requests": 1_000_000_001, "period": "day"},
+        {"requests": "5", "period": "day"},
+        {"requests": 5, "period": "year"},
+        {"requests": 5},
+        {"period": "day"},
+        {"requests": 5, "period": "day", "burst": 1},
+        [5, "day"],
+    ],
+)
+def test_a_bad_quota_is_422_naming_it(client, org, quota):
+    answer = create(client, org.sdk, quota=quota)
+    assert answer.status_code == 422, answer.json
+    assert "quota" in answer.json["errors"]
+    made = key_with(client, org)
+    answer = update(client, org.sdk, made["key"][:15], quota=quota)
+    assert answer.status_code == 422
+    assert "quota" in answer.json["errors"]
+
+
+def test_a_refusal_for_the_quota_is_counted_in_the_usage(client, org):
+    key = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
+    use(client, key)
+    use(client, key)
+    from app import usage_counter
+
+    usage_counter.flush(client.application)
+    usage = client.get(f"/api/keys/{key[:15]}/usage", auth=(org.sdk, "")).json
+    assert usage["total"] == {"allowed": 1, "refused": {"quota_exceeded": 1}}
+
+
+def test_the_mcp_tools_take_and_show_the_quota(client, org):
+    arguments = {"name": "m", "kind": "custom", "scopes": ["monitor:read"], "quota": DAY}
+    made = call(client, org.sdk, "create_key", arguments)["structuredContent"]
+    assert (made["quota"], made["quota_remaining"]) == (DAY, 3)
+    shown = call(client, org.sdk, "get_key", {"key": made["key"]})["structuredContent"]
+    assert shown["quota_remaining"] == 3
+    lifetime = {"requests": 1, "period": "lifetime"}
+    changed = call(client, org.sdk, "update_key", {"key": made["key"][:15], "quota": lifetime})
+    assert changed["structuredContent"]["quota"] == lifetime
+    bad = {"key": made["key"][:15], "quota": {"requests": 0, "period": "day"}}
+    assert refused(call(client, org.sdk, "update_key", bad))["code"] == "validation_error"
