@@ -24,11 +24,10 @@ from flask import Flask, current_app, request
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import Storage
 
-from app import counting, metrics
+from app import counting, metrics, periods
 from app.counting import Counter
 from app.credentials import Caller
 from app.errors import RETRY_SHORTLY, ApiError
-from app.quotas import periods
 from app.timestamps import utcnow
 
 AUTH_FAILURES = "RATELIMIT_AUTH_FAILURES"

@@ -5,7 +5,7 @@ pattern, and the rules the schemas check across fields (their `validates_schema`
 from __future__ import annotations
 
 from app.keys.schemas import BIDI_CONTROLS, CONTROLS, READ_ONLY, UPDATABLE
-from app.quotas.periods import PERIODS
+from app.periods import PERIODS
 from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, to_names
 
 # What the key output's fields are beyond their marshmallow type (fields.Function carries

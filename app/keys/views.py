@@ -8,6 +8,8 @@ from flask import Blueprint, url_for
 from app import auth
 from app.keys import schemas, service
 from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
+from app.quotas import schemas as quota_schemas
+from app.quotas import service as quotas
 from app.request_body import has_body, json_object, query_arguments
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
@@ -153,3 +155,27 @@ def rotate_key(reference: str):
     replacement, full_key = service.rotate_key(caller, key, data)
     location = url_for("keys.get_key", reference=replacement.identifier)
     return schemas.created_key(replacement, full_key), 201, {"Location": location}
+
+
+@bp.post("/<reference>/quota")
+@documented(
+    Operation(
+        "Grant an API key's quota",
+        "More uses in the key's current quota period (`add`), or exactly so many left "
+        "(`set_remaining`); the answer's `quota_remaining` says what is left. Recorded in "
+        "the audit log as `key.quota`. A key without a quota: 409 `no_quota`. "
+        + MANAGING
+        + " The caller must hold every scope of the key (else 403 `forbidden`).",
+        200,
+        "The key, with what is left of its quota.",
+        (*KEYS_REQUEST, 404, *WITH_BODY, 409),
+        response=schemas.KeyOutput,
+        body=quota_schemas.Grant,
+    )
+)
+def grant_quota(reference: str):
+    caller = auth.caller()
+    key = service.find_key(caller, reference)
+    data = quota_schemas.grant.load(json_object())
+    service.require_power_over(caller, key)
+    return schemas.dump_key(quotas.grant(caller, key, data))

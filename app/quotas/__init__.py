@@ -1,4 +1,5 @@
-"""A key's quota (CONTRACT.md section 21): so many allowed uses per UTC calendar period,
-counted where every limit is (app/counting.py), judged by app/policy.py after the rate
-limit; its periods (periods.py), and the grants of more (or fewer) uses (views.py,
-service.py)."""
+"""A key's quota (CONTRACT.md section 21): so many allowed uses per UTC calendar period
+(app/periods.py), counted where every limit is (app/counting.py, through app/limits.py),
+judged by app/policy.py after the rate limit; what a key object shows of it and the grants
+of more (or fewer) uses (service.py, served by POST /api/keys/<key>/quota in
+app/keys/views.py), and how a quota is written (schemas.py)."""

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from flask import current_app
 
-from app import audit
+from app import audit, periods
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
 from app.limits import Limits
 from app.queries import Key
-from app.quotas import periods
 from app.timestamps import utcnow
 
 

@@ -1,5 +1,5 @@
-"""The UTC calendar periods of a quota: a day from 00:00 UTC, a week from Monday, a month
-from its 1st; `lifetime` is never renewed."""
+"""The UTC calendar periods of a quota (app/quotas): a day from 00:00 UTC, a week from
+Monday, a month from its 1st; `lifetime` is never renewed."""
 
 from __future__ import annotations
 
