@@ -12,7 +12,7 @@ import pytest
 from app import keyformat, queries
 from app.errors import ApiError
 from app.keys import schemas, service
-from tests.test_mcp import call, refused
+from tests.test_mcp import call, closed_mcp, refused  # noqa: F401 (closed_mcp: autouse)
 
 OWN = {"requests": 100, "seconds": 60}
 
