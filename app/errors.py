@@ -12,7 +12,13 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
+from app import keyformat
+
 PROBLEM_JSON = "application/problem+json"
+# Where marshmallow puts what is wrong with a body as a whole (no one field), and how a
+# detail names it.
+SCHEMA = "_schema"
+WHOLE_BODY = "its body as a whole"
 
 # The machine name of each status when nothing more precise is said.
 CODES = {
@@ -75,16 +81,22 @@ def problem(body: dict, headers: Iterable[tuple[str, str]] = ()) -> Response:
 def problem_document(
     status: int, code: str, detail: str, errors: Mapping[str, list[str]] | None = None
 ) -> dict:
-    """The one place an error body is made (gunicorn's own refusals use it too)."""
+    """The one place an error body is made (gunicorn's own refusals use it too). No error
+    repeats a key its request carried, wherever it sat (a member or parameter name, a
+    value): key-shaped text in `detail` and `errors` is masked as log lines are."""
     body = {
         "type": "about:blank",
         "title": HTTP_STATUS_CODES.get(status, "Error"),
         "status": status,
-        "detail": detail,
+        "detail": keyformat.masked(detail),
         "code": code,
     }
     if errors:
-        body["errors"] = errors
+        masked: dict[str, list[str]] = {}
+        for field, messages in errors.items():
+            said = masked.setdefault(keyformat.masked(field), [])
+            said.extend(keyformat.masked(message) for message in messages)
+        body["errors"] = masked
     return body
 
 
@@ -101,10 +113,12 @@ def flatten(messages: Mapping) -> dict[str, list[str]]:
 
 
 def invalid(errors: Mapping[str, list[str]]) -> ApiError:
-    """A refused input: 422, naming each field and what is wrong with it. What a schema's
-    ValidationError becomes, and what the service raises for a rule that needs the stored
-    key (an update's kind and scopes)."""
-    detail = "The request is not valid: " + ", ".join(errors) + "."
+    """A refused input: 422, naming each field and what is wrong with it (`_schema`, as
+    marshmallow names it: the body as a whole). What a schema's ValidationError becomes,
+    and what the service raises for a rule that needs the stored key (an update's kind and
+    scopes)."""
+    named = (WHOLE_BODY if field == SCHEMA else field for field in errors)
+    detail = "The request is not valid: " + ", ".join(named) + "."
     return ApiError(422, "validation_error", detail, errors)
 
 

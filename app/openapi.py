@@ -75,7 +75,8 @@ PROBLEM_SCHEMA = {
         "code": {"type": "string", "description": "The stable machine name of the error."},
         "errors": {
             "type": "object",
-            "description": "Each refused field or parameter, with its messages.",
+            "description": "Each refused field or parameter, with its messages (`_schema`: the "
+            "body as a whole, such as an update that names nothing to change).",
             "additionalProperties": {"type": "array", "items": {"type": "string"}},
         },
     },

@@ -40,7 +40,8 @@ ERROR_MEANINGS = {
     "(`unauthorized`); an expired key (`expired_key`); a disabled key (`disabled_key`).",
     403: "A telemetry key (`forbidden`), a key that lacks scopes of the key it would alter "
     "or revoke (`forbidden`), or scopes beyond the calling key's own "
-    "(`scope_exceeds_caller`), or a place or time beyond it (`exceeds_caller`); on /mcp, any "
+    "(`scope_exceeds_caller`), or a place, time or rate beyond it (`exceeds_caller`, naming "
+    "`allowed_ips`, `expires_at` or `rate_limit`); on /mcp, any "
     "key but an sdk_integration key (`forbidden`); a key used from outside its "
     "`allowed_ips` (`ip_not_allowed`).",
     404: "No key of the caller's organization has this reference.",

@@ -280,6 +280,23 @@ def test_an_unknown_method_is_a_protocol_error(client, org):
     assert response.json["error"]["code"] == -32601
 
 
+def test_no_error_repeats_a_key_the_request_carried(client, org):
+    """A full key as a tool's name, a method, or an argument's name comes back as its shown
+    form `<identifier>...` (CONTRACT.md section 20)."""
+    key = keyformat.new_key("ak_")[1]
+    shown = keyformat.shown(keyformat.identifier_of(key))
+    as_tool = rpc(client, org.sdk, "tools/call", {"name": key, "arguments": {}})
+    as_method = rpc(client, org.sdk, key)
+    arguments = {"name": "n", "kind": "telemetry", key: 1}
+    as_argument = rpc(client, org.sdk, "tools/call", {"name": "create_key", "arguments": arguments})
+    assert as_tool.json["error"]["code"] == -32602
+    assert as_method.json["error"]["code"] == -32601
+    assert refused(as_argument.json["result"])["errors"] == {shown: ["Unknown field."]}
+    for response in (as_tool, as_method, as_argument):
+        text = response.get_data(as_text=True)
+        assert key not in text and shown in text, text
+
+
 # The tools: their schemas are the OpenAPI document's.
 
 

@@ -254,3 +254,20 @@ def test_the_mcp_tools_take_and_show_the_quota(client, org):
     assert changed["structuredContent"]["quota"] == lifetime
     bad = {"key": made["key"][:15], "quota": {"requests": 0, "period": "day"}}
     assert refused(call(client, org.sdk, "update_key", bad))["code"] == "validation_error"
+
+
+def test_a_caller_with_a_quota_gives_no_more_and_takes_its_own_by_default(client, org):
+    """CONTRACT.md sections 20 and 21: the same period, no more requests, never none; a key
+    made without naming one takes the caller's, and no key loosens its own."""
+    caller = key_with(client, org, quota={"requests": 10, "period": "day"})["key"]
+    for quota in ({"requests": 11, "period": "day"}, {"requests": 5, "period": "week"}, None):
+        answer = create(client, caller, quota=quota)
+        assert (answer.status_code, answer.json["code"]) == (403, "exceeds_caller"), quota
+        assert "quota" in answer.json["errors"]
+    assert create(client, caller).json["quota"] == {"requests": 10, "period": "day"}
+    assert create(client, caller, quota={"requests": 4, "period": "day"}).status_code == 201
+    answer = update(client, caller, caller[:15], quota=None)
+    assert (answer.status_code, answer.json["code"]) == (403, "exceeds_caller")
+    answer = update(client, caller, caller[:15], quota={"requests": 11, "period": "day"})
+    assert answer.status_code == 403
+    assert read(client, org, caller)["quota"] == {"requests": 10, "period": "day"}

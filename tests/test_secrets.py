@@ -166,3 +166,47 @@ def test_an_unknown_and_a_deleted_key_in_the_path_are_not_found_alike(
     )
     assert as_unknown[0] == 404
     assert as_unknown == as_deleted
+
+
+# --- no error repeats a key its request carried (CONTRACT.md section 20) -------------------
+
+
+def assert_masked(response, key: str) -> dict:
+    """A 422 whose body holds `key` only as its shown form `<identifier>...`."""
+    assert response.status_code == 422, response.get_data(as_text=True)
+    text = response.get_data(as_text=True)
+    assert key not in text and key[-20:] not in text
+    assert keyformat.shown(keyformat.identifier_of(key)) in text
+    return response.json
+
+
+# Where a request may carry a key: (method, path, body), each made from the key.
+REQUESTS = {
+    "create member name": lambda key: (
+        "POST",
+        "/api/keys",
+        {"name": "n", "kind": "telemetry", key: 1},
+    ),
+    "update member name": lambda key: ("PUT", "/api/keys/{target}", {"name": "n", key: 1}),
+    "metadata member name": lambda key: ("PUT", "/api/keys/{target}", {"metadata": {key: "x"}}),
+    "query parameter name": lambda key: ("GET", f"/api/keys?{key}=1", None),
+    "query parameter in metadata": lambda key: ("GET", f"/api/keys?metadata[{key}]=1", None),
+}
+
+
+@pytest.mark.parametrize("case", list(REQUESTS))
+def test_a_refusal_never_repeats_a_key_its_request_carried(client, org, unknown, case):
+    method, path, body = REQUESTS[case](unknown)
+    target = keyformat.identifier_of(org.telemetry)
+    path = path.replace("{target}", target)
+    response = client.open(path, method=method, json=body, auth=(org.sdk, ""))
+    problem = assert_masked(response, unknown)
+    assert problem["code"] == "validation_error" and problem["errors"], problem
+
+
+def test_an_unknown_member_named_by_a_key_is_named_masked(client, org, unknown):
+    response = client.post(
+        "/api/keys", json={"name": "n", "kind": "telemetry", unknown: 1}, auth=(org.sdk, "")
+    )
+    shown = keyformat.shown(keyformat.identifier_of(unknown))
+    assert assert_masked(response, unknown)["errors"] == {shown: ["Unknown field."]}

@@ -275,7 +275,11 @@ def test_update_ignores_read_only_fields_with_odd_values(client, auth, target):
     ids=["empty", "kind-only", "read-only", "read-only-times", "everything-but"],
 )
 def test_update_with_neither_name_nor_scopes_is_refused(client, auth, target, body):
-    _assert_invalid(client, auth, target, body)
+    problem = _assert_invalid(client, auth, target, body, "_schema")
+    # Said once, of the body as a whole, not once for each field it could name.
+    fields = ", ".join(sorted(UPDATABLE))
+    assert problem["errors"] == {"_schema": [f"An update needs one of: {fields}."]}
+    assert problem["detail"].count("An update needs") <= 1
 
 
 def test_update_echoing_a_read_key_without_its_updatable_fields_is_refused(client, auth, target):

@@ -247,8 +247,8 @@ class UpdateKey(_KeyInput):
     @validates_schema
     def something_to_update(self, data: dict, **kwargs: Any) -> None:
         if not UPDATABLE & data.keys():
-            message = "An update needs one of: " + ", ".join(sorted(UPDATABLE)) + "."
-            raise ValidationError({field: [message] for field in sorted(UPDATABLE)})
+            # Of the body as a whole (errors' `_schema`), said once.
+            raise ValidationError("An update needs one of: " + ", ".join(sorted(UPDATABLE)) + ".")
 
 
 class RotateKey(Schema):

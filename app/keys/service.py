@@ -7,7 +7,6 @@ in the CLI): no query runs without it.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -17,22 +16,15 @@ from flask import current_app
 from sqlalchemy import bindparam, delete, insert, update
 from sqlalchemy.exc import IntegrityError
 
-from app import audit, keyformat, queries, usage_counter
+from app import audit, keyformat, queries
 from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
+from app.keys import bounds
 from app.models import ApiKey, KeyMetadata, Organization
 from app.queries import Key, Page
 from app.quotas import service as quotas
-from app.scopes import (
-    FIXED,
-    SDK_INTEGRATION,
-    TELEMETRY,
-    exceeding,
-    is_immutable,
-    misfit,
-    to_names,
-)
+from app.scopes import FIXED, SDK_INTEGRATION, TELEMETRY, is_immutable, misfit, to_names
 from app.timestamps import TICK, from_iso, iso, utcnow
 
 # The keys every new organization starts with: (name, kind).
@@ -54,65 +46,6 @@ class OrganizationError(Exception):
 
 def _not_found() -> ApiError:
     return ApiError(404, "not_found", "No API key of your organization has this reference.")
-
-
-def _scope_exceeds_caller(excess: int) -> ApiError:
-    names = ", ".join(to_names(excess))
-    return ApiError(
-        403,
-        "scope_exceeds_caller",
-        f"These scopes exceed the calling key's own: {names}.",
-        {"scopes": [f"Not held by the calling key: {names}."]},
-    )
-
-
-def require_power_over(caller: Caller, key: Key) -> None:
-    """A key may alter or revoke only keys whose scopes it holds all of."""
-    if exceeding(key.scope_bits, caller.scope_bits):
-        raise usage_counter.refused(
-            caller, ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
-        )
-
-
-def _exceeds_caller(field: str, message: str) -> ApiError:
-    return ApiError(403, "exceeds_caller", message, {field: [message]})
-
-
-def _inside(entries: Sequence[str], own: Sequence[str]) -> bool:
-    """Whether every network of `entries` lies inside one of `own`."""
-    networks = [ipaddress.ip_network(network) for network in own]
-    return all(
-        any(entry.version == mine.version and entry.subnet_of(mine) for mine in networks)
-        for entry in map(ipaddress.ip_network, entries)
-    )
-
-
-def _within_caller(caller: Caller, data: dict) -> None:
-    """A key gets no place or time beyond its caller's, in what a body names (CONTRACT.md
-    section 15): 403 `exceeds_caller`."""
-    if caller.allowed_ips and "allowed_ips" in data:
-        entries = data["allowed_ips"]
-        if not entries or not _inside(entries, caller.allowed_ips):
-            raise _exceeds_caller(
-                "allowed_ips",
-                "The calling key is limited to some addresses: a key it makes or changes "
-                "must be limited to addresses inside them.",
-            )
-    if caller.expires_at is not None and "expires_at" in data:
-        expires_at = data["expires_at"]
-        if expires_at is None or expires_at > caller.expires_at:
-            raise _exceeds_caller(
-                "expires_at",
-                f"The calling key expires at {iso(caller.expires_at)}: a key it makes or "
-                "changes must expire no later.",
-            )
-
-
-def _earlier(one: datetime | None, other: datetime | None) -> datetime | None:
-    """The earlier of two ends, where None is never."""
-    if one is None or other is None:
-        return other if one is None else one
-    return min(one, other)
 
 
 def _rate_limit(data: dict | None) -> dict[str, int | None]:
@@ -250,46 +183,30 @@ def _add_key(
             "quota": quota,
         },
     )
-    made = Key(
-        id=key_id,
-        identifier=identifier,
-        name=name,
-        kind=kind,
-        scope_bits=scope_bits,
-        created=shown,
-        updated=shown,
-        last_used=None,
-        expires_at=expiry,
-        created_by=created_by,
-        enabled=enabled,
-        allowed_ips=allowed_ips,
-        metadata=metadata,
-        replaced_by=None,
-        **limit,
-    )
+    # The key as reads give it (queries.Key): its row, with its times as shown.
+    fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
+    made = Key(**{field: fields[field] for field in Key._fields})
     return made, full_key
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
-    """A new key in the caller's organization, within the caller's scopes, place and time;
-    where it names no place or time, the caller's."""
-    excess = exceeding(data["scope_bits"], caller.scope_bits)
-    if excess:
-        raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
-    _within_caller(caller, data)
+    """A new key in the caller's organization, within the caller's scopes, place, time and
+    rate; where it names none of them, the caller's (app/keys/bounds.py)."""
+    held = bounds.held_by(caller)
+    bounds.require_scopes(caller, held, data["scope_bits"])
+    bounds.require_within(held, data)
+    named = {field: data.get(field) for field in ("expires_at", "rate_limit", "quota")}
+    policy = bounds.inherited(held, {"allowed_ips": data.get("allowed_ips", ())} | named)
     created = _add_key(
         caller.organization_id,
         data["name"],
         data["kind"],
         data["scope_bits"],
         actor=audit.actor_of(caller),
-        expires_at=data.get("expires_at", caller.expires_at),
         created_by=caller.identifier,
-        allowed_ips=data.get("allowed_ips", caller.allowed_ips),
-        rate_limit=data.get("rate_limit"),
+        **policy,
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
-        quota=data.get("quota"),
     )
     db.session.commit()
     return created
@@ -305,11 +222,10 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         # A fixed kind's scopes are refused below, as immutable (409).
         if not is_immutable(key.kind) and (problem := misfit(key.kind, scope_bits)):
             raise invalid({"scopes": [problem]})
-        require_power_over(caller, key)
-        excess = exceeding(scope_bits, caller.scope_bits)
-        if excess:
-            raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
-        _within_caller(caller, data)
+        held = bounds.judging(caller, key)
+        bounds.require_power_over(caller, held, key)
+        bounds.require_scopes(caller, held, scope_bits)
+        bounds.require_within(held, data)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
         if key.replaced_by is not None and "expires_at" in data:
@@ -369,7 +285,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
 def delete_key(caller: Caller, key: Key) -> None:
     """Revoke a key at once and for good."""
     with _locked(caller, key) as key:
-        require_power_over(caller, key)
+        bounds.require_power_over(caller, bounds.judging(caller, key), key)
         db.session.execute(_DELETE, {"key": key.identifier})
         audit.record(
             "key.deleted",
@@ -410,21 +326,19 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
     (404) or replaced (409 `already_rotated`), so that one rotation wins, whatever the
     grace. The replacement expires when the body says (null: never), else when the old key
     would have, if that is still ahead (a time-limited key never becomes permanent by a
-    routine rotation, CONTRACT.md section 9), and never after a caller that expires."""
+    routine rotation, CONTRACT.md section 9); its place, time and rate within the caller's
+    (app/keys/bounds.py)."""
     with _locked(caller, key) as key:
-        require_power_over(caller, key)
-        _within_caller(caller, data)
+        held = bounds.judging(caller, key)
+        bounds.require_power_over(caller, held, key)
+        bounds.require_within(held, data)
         if key.replaced_by is not None:
             raise _already_rotated(key, "rotate its successor instead.")
         now = utcnow()
         ends = None if key.expires_at is None else from_iso(key.expires_at)
         expires_at = data.get("expires_at", ends if ends is not None and ends > now else None)
-        if "expires_at" not in data:
-            expires_at = _earlier(expires_at, caller.expires_at)
-        # Its addresses, where they lie inside the caller's; else the caller's.
-        allowed_ips = key.allowed_ips
-        if caller.allowed_ips and not (allowed_ips and _inside(allowed_ips, caller.allowed_ips)):
-            allowed_ips = list(caller.allowed_ips)
+        policy = {"allowed_ips": key.allowed_ips, "rate_limit": key.rate_limit, "quota": key.quota}
+        policy = bounds.inherited(held, policy | {"expires_at": expires_at})
         grace = data.get("grace_seconds", 0)
         if grace == 0:
             db.session.execute(_DELETE, {"key": key.identifier})
@@ -435,12 +349,9 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             key.kind,
             key.scope_bits,
             actor=actor,
-            expires_at=expires_at,
             created_by=caller.identifier,
-            allowed_ips=allowed_ips,
-            rate_limit=key.rate_limit,
+            **policy,
             metadata=key.metadata,
-            quota=key.quota,
             quota_counter=key.quota_counter or key.identifier,  # the same holder's count
         )
         if grace:
@@ -460,6 +371,13 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
         )
         db.session.commit()
     return replacement
+
+
+def grant_quota(caller: Caller, key: Key, data: dict) -> Key:
+    """More uses of a key's quota, or exactly so many left (app/quotas), for a caller with
+    power over the key."""
+    bounds.require_power_over(caller, bounds.judging(caller, key), key)
+    return quotas.grant(caller, key, data)
 
 
 def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]:

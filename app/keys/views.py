@@ -9,7 +9,6 @@ from app import auth
 from app.keys import schemas, service
 from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.quotas import schemas as quota_schemas
-from app.quotas import service as quotas
 from app.request_body import has_body, json_object, query_arguments
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
@@ -51,7 +50,9 @@ def list_keys():
         "A new key in the caller's organization. The response is the only one that carries "
         "the full `key`. " + MANAGING + " Every scope of the new key (given for `custom`, "
         "fixed by the kind otherwise) must be held by the caller, else 403 "
-        "`scope_exceeds_caller`.",
+        "`scope_exceeds_caller`; its `allowed_ips`, `expires_at` and `rate_limit` may not "
+        "exceed the caller's, else 403 `exceeds_caller` naming the field, and where the body "
+        "names none of them, the key takes the caller's.",
         201,
         "The new key, with its full value.",
         (*KEYS_REQUEST, *WITH_BODY),
@@ -92,7 +93,9 @@ def get_key(reference: str):
         "`already_rotated`). "
         + MANAGING
         + " The caller must hold every scope of the key (else 403 `forbidden`) and every "
-        "new scope (else 403 `scope_exceeds_caller`).",
+        "new scope (else 403 `scope_exceeds_caller`); the `allowed_ips`, `expires_at` and "
+        "`rate_limit` it names may not exceed the caller's (else 403 `exceeds_caller`), a key "
+        "changing itself included: no key loosens its own bounds.",
         200,
         "The updated key.",
         (*KEYS_REQUEST, 404, *WITH_BODY, 409),
@@ -137,7 +140,9 @@ def delete_key(reference: str):
         "replaced is 409 `already_rotated`. The body is optional (no body needs no "
         "Content-Type). "
         + MANAGING
-        + " The caller must hold every scope of the key (else 403 `forbidden`). Works for "
+        + " The caller must hold every scope of the key (else 403 `forbidden`); the "
+        "replacement's `allowed_ips`, expiry and `rate_limit` are the caller's wherever the "
+        "old key's exceed them (a later `expires_at` named: 403 `exceeds_caller`). Works for "
         "immutable kinds and for expired keys.",
         201,
         "The replacement, with its full value.",
@@ -177,5 +182,4 @@ def grant_quota(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)
     data = quota_schemas.grant.load(json_object())
-    service.require_power_over(caller, key)
-    return schemas.dump_key(quotas.grant(caller, key, data))
+    return schemas.dump_key(service.grant_quota(caller, key, data))

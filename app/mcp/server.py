@@ -46,7 +46,7 @@ from mcp_types import (
 )
 from mcp_types import Tool as ListedTool
 
-from app import errors, openapi
+from app import errors, keyformat, openapi
 from app.credentials import Caller
 from app.logs import MaskKeys
 from app.mcp import CALLER, tools
@@ -109,6 +109,18 @@ def _call(
             return _refused(error)
 
 
+async def _masked_errors(ctx: Any, call_next: Any) -> Any:
+    """The SDK's middleware that masks key-shaped text in a protocol error, as the tools'
+    refusals are (errors.problem_document): the SDK's errors repeat what a request named
+    (an unknown method is its `data`), and no error repeats a key its request carried."""
+    try:
+        return await call_next(ctx)
+    except MCPError as error:
+        said = error.error
+        data = keyformat.masked(said.data) if isinstance(said.data, str) else said.data
+        raise MCPError(code=said.code, message=keyformat.masked(said.message), data=data) from None
+
+
 def _server(app: Flask) -> Server:
     document = openapi.document(app)
     by_name = {tool.name: tool for tool in tools.TOOLS}
@@ -126,7 +138,7 @@ def _server(app: Flask) -> Server:
         work = partial(_call, app, tool, caller, params.arguments or {})
         return await anyio.to_thread.run_sync(work)
 
-    return Server(
+    server = Server(
         NAME,
         version=version("api-keys-service"),
         instructions=INSTRUCTIONS,
@@ -134,6 +146,8 @@ def _server(app: Flask) -> Server:
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get,
     )
+    server.middleware.append(_masked_errors)
+    return server
 
 
 def _quiet_sdk_log() -> None:

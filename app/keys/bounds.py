@@ -1,0 +1,188 @@
+"""Never more than the caller (CONTRACT.md sections 3, 15 and 20): what a key may give a key
+it creates, updates or rotates, itself included, of scopes, place, time, rate and quota
+(section 21).
+
+Each bounded field of a key's policy is a `Bound`: where the caller has one, a value that a
+body names must lie within it (else 403 `exceeds_caller` naming the field), and a key that
+the caller creates or rotates takes the caller's value wherever its own would not lie
+within (none named, or the rotated key's own). Another bounded field is one more `Bound`
+in BOUNDS, and one more member of `Held`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from app import usage_counter
+from app.credentials import Caller
+from app.errors import ApiError
+from app.queries import Key
+from app.scopes import exceeding, to_names
+from app.timestamps import from_iso, iso
+
+
+class Held(NamedTuple):
+    """What a key holds, as these rules compare it: its scopes, and each bounded field as
+    the API names it (None, or no addresses: no bound)."""
+
+    scope_bits: int
+    allowed_ips: Sequence[str]
+    expires_at: datetime | None
+    rate_limit: dict[str, int] | None
+    quota: dict[str, Any] | None = None
+
+
+def held_by(caller: Caller) -> Held:
+    """What the caller held when its request was authenticated."""
+    rate_limit = None
+    if caller.rate_limit_requests is not None:
+        rate_limit = {"requests": caller.rate_limit_requests, "seconds": caller.rate_limit_seconds}
+    quota = None
+    if caller.quota_requests is not None:
+        quota = {"requests": caller.quota_requests, "period": caller.quota_period}
+    return Held(caller.scope_bits, caller.allowed_ips, caller.expires_at, rate_limit, quota)
+
+
+def judging(caller: Caller, key: Key) -> Held:
+    """What a change of `key` (as locked in the change's transaction) is judged by: the
+    caller's holdings, or, when `key` is the caller itself, what it holds now, so that a
+    request authenticated before another narrowed the key cannot widen it back."""
+    if key.identifier != caller.identifier:
+        return held_by(caller)
+    expires_at = None if key.expires_at is None else from_iso(key.expires_at)
+    return Held(key.scope_bits, key.allowed_ips, expires_at, key.rate_limit, key.quota)
+
+
+# --- scopes (section 3): their own refusals -------------------------------------------------
+
+
+def require_power_over(caller: Caller, held: Held, key: Key) -> None:
+    """A key may alter or revoke only keys whose scopes it holds all of: else 403
+    `forbidden`."""
+    if exceeding(key.scope_bits, held.scope_bits):
+        raise usage_counter.refused(
+            caller, ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
+        )
+
+
+def require_scopes(caller: Caller, held: Held, scope_bits: int) -> None:
+    """A key gets no scope its caller lacks: else 403 `scope_exceeds_caller`, naming them."""
+    excess = exceeding(scope_bits, held.scope_bits)
+    if excess:
+        names = ", ".join(to_names(excess))
+        raise usage_counter.refused(
+            caller,
+            ApiError(
+                403,
+                "scope_exceeds_caller",
+                f"These scopes exceed the calling key's own: {names}.",
+                {"scopes": [f"Not held by the calling key: {names}."]},
+            ),
+        )
+
+
+# --- place, time, rate and quota (sections 15, 20 and 21) ---------------------------------
+
+
+class Bound(NamedTuple):
+    """One bounded field: whether a value (None included) gives no more than the caller's
+    own, and the sentence that refuses one that does."""
+
+    field: str
+    within: Callable[[Any, Any], bool]
+    refusal: Callable[[Any], str]
+
+
+def _inside(entries: Sequence[str] | None, own: Sequence[str]) -> bool:
+    """Some addresses, each network inside one of `own`."""
+    networks = [ipaddress.ip_network(network) for network in own]
+    return bool(entries) and all(
+        any(entry.version == mine.version and entry.subnet_of(mine) for mine in networks)
+        for entry in map(ipaddress.ip_network, entries)
+    )
+
+
+def _no_later(expires_at: datetime | None, own: datetime) -> bool:
+    return expires_at is not None and expires_at <= own
+
+
+def _no_faster(limit: dict[str, int] | None, own: dict[str, int]) -> bool:
+    """No more uses in a window, and no more per second: r <= R and r/s <= R/S."""
+    if limit is None:
+        return False
+    requests, seconds = limit["requests"], limit["seconds"]
+    return requests <= own["requests"] and requests * own["seconds"] <= own["requests"] * seconds
+
+
+def _no_more_uses(quota: dict[str, Any] | None, own: dict[str, Any]) -> bool:
+    """The same period, and no more requests in it."""
+    return (
+        quota is not None
+        and quota["period"] == own["period"]
+        and (quota["requests"] <= own["requests"])
+    )
+
+
+BOUNDS = (
+    Bound(
+        "allowed_ips",
+        _inside,
+        lambda own: (
+            "The calling key is limited to some addresses: a key it makes or changes "
+            "must be limited to addresses inside them."
+        ),
+    ),
+    Bound(
+        "expires_at",
+        _no_later,
+        lambda own: (
+            f"The calling key expires at {iso(own)}: a key it makes or changes must "
+            "expire no later."
+        ),
+    ),
+    Bound(
+        "rate_limit",
+        _no_faster,
+        lambda own: (
+            f"The calling key is limited to {own['requests']} uses per "
+            f"{own['seconds']} seconds: a key it makes or changes must be limited to no more "
+            "uses per window, and no more per second."
+        ),
+    ),
+    Bound(
+        "quota",
+        _no_more_uses,
+        lambda own: (
+            f"The calling key has a quota of {own['requests']} uses per {own['period']}: a "
+            "key it makes or changes must have a quota of the same period, with no more uses."
+        ),
+    ),
+)
+
+
+def require_within(held: Held, data: dict) -> None:
+    """Every bounded field that `data` names lies within what the caller holds: else 403
+    `exceeds_caller`, naming each field beyond it."""
+    errors = {
+        bound.field: [bound.refusal(own)]
+        for bound in BOUNDS
+        if (own := getattr(held, bound.field))
+        and bound.field in data
+        and not bound.within(data[bound.field], own)
+    }
+    if errors:
+        detail = " ".join(message for [message] in errors.values())
+        raise ApiError(403, "exceeds_caller", detail, errors)
+
+
+def inherited(held: Held, policy: dict[str, Any]) -> dict[str, Any]:
+    """`policy` (the bounded fields a new key or a successor would get) with the caller's
+    value in place of each one that does not lie within it."""
+    return policy | {
+        bound.field: own
+        for bound in BOUNDS
+        if (own := getattr(held, bound.field)) and not bound.within(policy.get(bound.field), own)
+    }
