@@ -29,6 +29,7 @@ from app.json_provider import CompactJSONProvider
 from app.keys import views
 from app.leaks import views as leaks
 from app.mcp import views as mcp
+from app.organizations import views as organization_views
 from app.usage import views as usage_views
 
 
@@ -75,6 +76,7 @@ def register_blueprints(app: Flask) -> None:
     app.url_map.merge_slashes = False
     app.register_blueprint(views.bp)
     app.register_blueprint(audit_views.bp)
+    app.register_blueprint(organization_views.bp)  # /api/organization: its policy
     app.register_blueprint(usage_views.bp)  # /api/keys/<key>/usage
     app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
     app.register_blueprint(leaks.bp)  # /api/revoke

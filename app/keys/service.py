@@ -22,6 +22,7 @@ from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
 from app.models import ApiKey, KeyMetadata, Organization
+from app.organizations import policy as organization_policy
 from app.queries import Key, Page
 from app.scopes import (
     FIXED,
@@ -176,7 +177,11 @@ def find_key(caller: Caller, reference: str) -> Key:
 
 def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[Key]:
     """One page of the caller's organization's keys (`filters`: kind, state, unused_since,
-    as queries.keys_page takes them)."""
+    enabled, metadata, outside_policy, as queries.keys_page takes them; outside_policy is
+    judged by the organization's policy as it is now)."""
+    if filters.get("outside_policy") is not None:
+        lifetime = organization_policy.of(caller.organization_id).max_key_lifetime_days
+        filters["lifetime_days"] = lifetime
     return queries.keys_page(caller.organization_id, page, page_size, **filters)
 
 
@@ -260,22 +265,30 @@ def _add_key(
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
-    """A new key in the caller's organization, within the caller's scopes, place and time;
-    where it names no place or time, the caller's."""
+    """A new key in the caller's organization, within the caller's scopes, place and time,
+    and within the organization's policy; where it names no place or time, the caller's
+    (its time within the policy's lifetime); where it names no rate limit, the policy's."""
     excess = exceeding(data["scope_bits"], caller.scope_bits)
     if excess:
         raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
     _within_caller(caller, data)
+    try:
+        governed = organization_policy.govern(
+            caller.organization_id, data, organization_policy.CREATE, caller.expires_at
+        )
+    except BaseException:
+        db.session.rollback()  # the organization's lock, taken for the count
+        raise
     created = _add_key(
         caller.organization_id,
         data["name"],
         data["kind"],
         data["scope_bits"],
         actor=audit.actor_of(caller),
-        expires_at=data.get("expires_at", caller.expires_at),
+        expires_at=data.get("expires_at", governed.expires_at),
         created_by=caller.identifier,
         allowed_ips=data.get("allowed_ips", caller.allowed_ips),
-        rate_limit=data.get("rate_limit"),
+        rate_limit=data.get("rate_limit", governed.rate_limit),
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
     )
@@ -298,6 +311,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         if excess:
             raise usage_counter.refused(caller, _scope_exceeds_caller(excess))
         _within_caller(caller, data)
+        organization_policy.govern(caller.organization_id, data, organization_policy.UPDATE)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
         if key.replaced_by is not None and "expires_at" in data:
@@ -396,13 +410,16 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
     with _locked(caller, key) as key:
         _require_power_over(caller, key)
         _within_caller(caller, data)
-        if key.replaced_by is not None:
-            raise _already_rotated(key, "rotate its successor instead.")
         now = utcnow()
         ends = None if key.expires_at is None else from_iso(key.expires_at)
         expires_at = data.get("expires_at", ends if ends is not None and ends > now else None)
         if "expires_at" not in data:
             expires_at = _earlier(expires_at, caller.expires_at)
+        expires_at = organization_policy.govern(
+            caller.organization_id, data, organization_policy.ROTATE, expires_at
+        ).expires_at
+        if key.replaced_by is not None:
+            raise _already_rotated(key, "rotate its successor instead.")
         # Its addresses, where they lie inside the caller's; else the caller's.
         allowed_ips = key.allowed_ips
         if caller.allowed_ips and not (allowed_ips and _inside(allowed_ips, caller.allowed_ips)):
