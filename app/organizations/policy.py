@@ -28,7 +28,7 @@ from app.errors import ApiError
 from app.extensions import db
 from app.models import KeyCount, Organization
 from app.scopes import SDK_INTEGRATION
-from app.timestamps import iso, utcnow
+from app.timestamps import utcnow
 
 # The bounds of each rule the operator sets.
 MAX_KEYS = 100_000
@@ -61,10 +61,11 @@ class Policy(NamedTuple):
         }
 
     def latest_expiry(self, now: datetime) -> datetime | None:
-        """The latest a key made or changed at `now` may expire; None: any time, or never."""
+        """The latest a key made or changed at `now` may expire, to the second (as people
+        read it in a refusal); None: any time, or never."""
         if self.max_key_lifetime_days is None:
             return None
-        return now + timedelta(days=self.max_key_lifetime_days)
+        return now.replace(microsecond=0) + timedelta(days=self.max_key_lifetime_days)
 
 
 class Summary(NamedTuple):
@@ -159,7 +160,7 @@ def beyond_lifetime(days: int, latest: datetime) -> ApiError:
     """403 `organization_policy` for an expiry later than the policy allows, or none."""
     message = (
         f"The organization's policy (max_key_lifetime_days) lets a key live at most "
-        f"{_days(days)}: it must expire no later than {iso(latest)}."
+        f"{_days(days)}: it must expire no later than {latest.isoformat()}Z."
     )
     return ApiError(403, "organization_policy", message, {"expires_at": [message]})
 
