@@ -441,6 +441,8 @@ def test_create_and_update_key_keep_within_the_organizations_policy(client, org,
     assert (body["status"], body["code"]) == (403, "organization_policy")
     assert list(body["errors"]) == ["expires_at"]
     assert "at most 30 days" in body["detail"]
+    outside = call(client, org.sdk, "list_keys", {"outside_policy": True})["structuredContent"]
+    assert [key["name"] for key in outside["data"]] == ["Telemetry", "SDK Integration"]
 
 
 def test_rotate_key_answers_the_replacement_once_and_ends_the_old_key(client, org, make_key):
