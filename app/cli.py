@@ -133,8 +133,10 @@ def _describe_policy(organization: organization_policy.Summary) -> list[str]:
         "max_key_lifetime_days": policy.max_key_lifetime_days,
         "default_rate_limit": rate,
     }
+    count = organization.key_count
     return [
-        f'Organization "{organization.name}" holds {organization.key_count} keys. Its policy:',
+        f'Organization "{organization.name}" holds {count} key{"" if count == 1 else "s"}. '
+        "Its policy:",
         *(f"  {rule}: {NONE if value is None else value}" for rule, value in shown.items()),
     ]
 

@@ -63,6 +63,11 @@ def test_the_command_without_options_shows_the_policy_of_a_new_organization(runn
     ]
 
 
+def test_the_command_counts_one_key_in_the_singular(runner, client, org):
+    client.delete(f"/api/keys/{org.telemetry}", auth=(org.sdk, ""))
+    assert policy(runner, "acme").stdout.startswith('Organization "acme" holds 1 key. ')
+
+
 def test_the_command_sets_each_rule_and_prints_the_policy(runner, org):
     options = ("--max-keys", "10", "--max-key-lifetime-days", "90")
     result = policy(runner, "acme", *options, "--default-rate-limit", "100/60")
