@@ -1,5 +1,6 @@
 """The arguments every listing and command shares: a timestamp with an offset, and paging
-(the keys' list, the audit log, the CLI's --since and --expires-at)."""
+(the keys' list, the audit log, the CLI's --since and --expires-at); and a rate limit, which
+a key has and an organization's policy gives by default."""
 
 from __future__ import annotations
 
@@ -48,3 +49,19 @@ class PageArguments(Schema):
 
     page = QueryInteger(load_default=1, validate=validate.Range(min=1, max=QueryInteger.MAX))
     page_size = QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
+
+
+# A rate limit's bounds (CONTRACT.md section 15).
+MAX_RATE_REQUESTS = 1_000_000
+MAX_RATE_SECONDS = 24 * 60 * 60
+
+
+class RateLimit(Schema):
+    """A key's own limit: `requests` uses per `seconds`."""
+
+    requests = fields.Integer(
+        strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_REQUESTS)
+    )
+    seconds = fields.Integer(
+        strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_SECONDS)
+    )

@@ -1,5 +1,5 @@
 """The operator's commands: `flask first-start`, `flask org create`, `flask org list`,
-`flask key create`, `flask audit export`."""
+`flask org policy`, `flask key create`, `flask audit export`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from app.bootstrap import NOTICE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
+from app.organizations import policy as organization_policy
+from app.organizations import schemas as organization_schemas
 from app.scopes import KINDS, SCOPES
 from app.timestamps import iso
 
@@ -101,6 +103,103 @@ def list_organizations(as_json: bool) -> None:
         click.echo("There is no organization yet: flask --app app org create NAME makes one.")
     for row in rows:
         click.echo(f"{row['name']}\t{row['keys']} keys\tcreated {row['created']}")
+
+
+# What clears a rule in `flask org policy`.
+NONE = "none"
+
+
+def _rule(option: str, text: str, rate: bool = False) -> int | dict | None:
+    """A rule's value as the command line gives it: `none` (clear it), a whole number, or,
+    for a rate, REQUESTS/SECONDS; the schema then bounds it."""
+    if text.strip().lower() == NONE:
+        return None
+    parts = text.split("/") if rate else [text]
+    if len(parts) != (2 if rate else 1) or not all(part.strip().isdigit() for part in parts):
+        shape = "REQUESTS/SECONDS (say 100/60)" if rate else "a whole number"
+        raise click.ClickException(f"{option}: give {shape}, or {NONE} to clear it.")
+    numbers = [int(part) for part in parts]
+    return {"requests": numbers[0], "seconds": numbers[1]} if rate else numbers[0]
+
+
+def _option(rule: str) -> str:
+    """The option of `flask org policy` that sets `rule`."""
+    return "--" + rule.replace("_", "-")
+
+
+def _describe_policy(organization: organization_policy.Summary) -> list[str]:
+    policy = organization.policy
+    limit = policy.default_rate_limit
+    rate = NONE if limit is None else f"{limit['requests']}/{limit['seconds']}"
+    rate += "" if limit is None else f" ({limit['requests']} requests per {limit['seconds']} s)"
+    shown = {
+        "max_keys": policy.max_keys,
+        "max_key_lifetime_days": policy.max_key_lifetime_days,
+        "default_rate_limit": rate,
+    }
+    count = organization.key_count
+    return [
+        f'Organization "{organization.name}" holds {count} key{"" if count == 1 else "s"}. '
+        "Its policy:",
+        *(f"  {rule}: {NONE if value is None else value}" for rule, value in shown.items()),
+    ]
+
+
+@org.command("policy")
+@click.argument("name")
+@click.option(
+    "--max-keys",
+    metavar="N|none",
+    help="The most keys the organization may hold (1 to 100000); none: no limit.",
+)
+@click.option(
+    "--max-key-lifetime-days",
+    metavar="DAYS|none",
+    help="The most days a key may live from when it is made or its expiry is changed (1 to "
+    "3650); a key made without an expiry gets the longest. none: no limit.",
+)
+@click.option(
+    "--default-rate-limit",
+    metavar="REQUESTS/SECONDS|none",
+    help="The rate limit of a key made without naming one (say 100/60); none: no default.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def organization_policy_command(
+    name: str,
+    max_keys: str | None,
+    max_key_lifetime_days: str | None,
+    default_rate_limit: str | None,
+    as_json: bool,
+) -> None:
+    """Show organization NAME's policy for its keys, changing the rules given first (the
+    others stay). It applies to keys made or changed afterwards; GET
+    /api/keys?outside_policy=true lists the keys outside it."""
+    name = _organization_name("name", name)
+    given = {
+        "max_keys": max_keys,
+        "max_key_lifetime_days": max_key_lifetime_days,
+        "default_rate_limit": default_rate_limit,
+    }
+    changes = {
+        rule: _rule(_option(rule), text, rate=rule == "default_rate_limit")
+        for rule, text in given.items()
+        if text is not None
+    }
+    try:
+        changes = organization_schemas.policy_change.load(changes)
+    except ValidationError as error:
+        messages = flatten(error.normalized_messages())
+        lines = (f"{_option(rule)}: {' '.join(texts)}" for rule, texts in messages.items())
+        raise click.ClickException(" ".join(lines)) from None
+    _prepare_database()
+    try:
+        organization = organization_policy.set_policy(name, changes)
+    except LookupError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps(organization_schemas.dump(organization)))
+    else:
+        click.echo("\n".join(_describe_policy(organization)))
 
 
 @key.command("create")

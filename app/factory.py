@@ -29,6 +29,7 @@ from app.json_provider import CompactJSONProvider
 from app.keys import views
 from app.leaks import views as leaks
 from app.mcp import views as mcp
+from app.organizations import views as organization_views
 from app.usage import views as usage_views
 
 
@@ -76,6 +77,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(views.bp)
     app.register_blueprint(audit_views.bp)
     app.register_blueprint(usage_views.bp)  # /api/keys/<key>/usage
+    app.register_blueprint(organization_views.bp)  # /api/organization: its policy
     app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
     app.register_blueprint(leaks.bp)  # /api/revoke
     app.register_blueprint(health.bp)

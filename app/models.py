@@ -27,6 +27,13 @@ class Organization(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created: Mapped[datetime]
+    # Its policy (CONTRACT.md section 21, app/organizations), set by the operator; None: no
+    # rule. The most keys it may hold; the most days a key may live.
+    max_keys: Mapped[int | None]
+    max_key_lifetime_days: Mapped[int | None]
+    # The rate limit of a key made without naming one; both None: none.
+    default_rate_limit_requests: Mapped[int | None]
+    default_rate_limit_seconds: Mapped[int | None]
 
 
 class ApiKey(db.Model):

@@ -83,7 +83,7 @@ PROBLEM_SCHEMA = {
     "required": ["type", "title", "status", "detail", "code"],
 }
 # The outputs whose every field is always present.
-OUTPUTS = ("KeyOutput", "KeyPage", "Event", "EventPage")
+OUTPUTS = ("KeyOutput", "KeyPage", "Event", "EventPage", "OrganizationOutput", "PolicyOutput")
 
 
 def document(app: Flask) -> dict[str, Any]:

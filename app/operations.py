@@ -43,10 +43,13 @@ ERROR_MEANINGS = {
     "(`scope_exceeds_caller`), or a place, time or rate beyond it (`exceeds_caller`, naming "
     "`allowed_ips`, `expires_at` or `rate_limit`); on /mcp, any "
     "key but an sdk_integration key (`forbidden`); a key used from outside its "
-    "`allowed_ips` (`ip_not_allowed`).",
+    "`allowed_ips` (`ip_not_allowed`); an expiry beyond the organization's policy "
+    "(`organization_policy`, naming `expires_at` and the latest allowed); for "
+    "/api/organization, any key but an sdk_integration key (`forbidden`).",
     404: "No key of the caller's organization has this reference.",
     409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`); "
-    "a rotated key cannot be rotated again nor its end postponed (`already_rotated`).",
+    "a rotated key cannot be rotated again nor its end postponed (`already_rotated`); the "
+    "organization holds the most keys its policy allows (`key_limit_reached`).",
     413: "The request body is larger than 64 KiB.",
     414: "The request line is longer than the server accepts.",
     415: "The request body is not sent as application/json.",
@@ -63,8 +66,14 @@ ERROR_MEANINGS = {
 # The problem codes of the statuses that carry more than errors.CODES's default.
 PROBLEM_CODES = {
     401: ("unauthorized", "expired_key", "disabled_key"),
-    403: ("forbidden", "scope_exceeds_caller", "exceeds_caller", "ip_not_allowed"),
-    409: ("immutable_key", "already_rotated"),
+    403: (
+        "forbidden",
+        "scope_exceeds_caller",
+        "exceeds_caller",
+        "organization_policy",
+        "ip_not_allowed",
+    ),
+    409: ("immutable_key", "already_rotated", "key_limit_reached"),
     429: ("rate_limited", "quota_exceeded"),
 }
 RETRY_AFTER = {

@@ -14,10 +14,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import ColumnElement, Select, Text, and_, bindparam, cast, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    true,
+)
 
 from app.credentials import NO_METADATA, Caller
 from app.extensions import db
@@ -233,13 +247,20 @@ def locked_key(organization_id: int, identifier: str) -> Key | None:
     a later write in one would fail to upgrade its snapshot. A transaction that has already
     written holds the lock (sqlite3 began it as BEGIN IMMEDIATE) and is not begun again.
     """
+    parameters = {"identifier": identifier, "organization_id": organization_id}
+    row = writing().execute(_LOCKED, parameters).first()
+    return None if row is None else _key(row)
+
+
+def writing() -> Connection:
+    """db.session's connection, in a write transaction from here on: on SQLite, begun with
+    BEGIN IMMEDIATE unless one is open already (locked_key says why); on PostgreSQL, the
+    transaction SQLAlchemy begins, whose locks are the statements' own (FOR UPDATE)."""
     connection = db.session.connection()
     on_sqlite = connection.dialect.name == "sqlite"
     if on_sqlite and not connection.connection.dbapi_connection.in_transaction:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
-    parameters = {"identifier": identifier, "organization_id": organization_id}
-    row = connection.execute(_LOCKED, parameters).first()
-    return None if row is None else _key(row)
+    return connection
 
 
 def matching(
@@ -249,10 +270,15 @@ def matching(
     unused_since: datetime | None,
     enabled: bool | None = None,
     metadata: dict[str, str] | None = None,
+    outside_policy: bool | None = None,
+    lifetime_days: int | None = None,
 ) -> ColumnElement[bool]:
     """The organization's keys of `kind`, in `state`, unused since `unused_since`, enabled
-    or not, with these metadata members (each when given): what ix_api_keys_expiry,
-    ix_api_keys_last_used and ix_key_metadata_lookup serve."""
+    or not, with these metadata members, outside the organization's policy or within it
+    (each when given): what ix_api_keys_expiry, ix_api_keys_last_used and
+    ix_key_metadata_lookup serve. A key is outside a policy whose keys live at most
+    `lifetime_days` when it expires later than that many days from now, or never; with
+    no such rule, every key is within it."""
     now = utcnow()
     criteria = [_KEYS.c.organization_id == organization_id]
     if kind is not None:
@@ -272,6 +298,13 @@ def matching(
             _METADATA.c.value == value,
         )
         criteria.append(_KEYS.c.id.in_(member))
+    if outside_policy is not None:
+        within: ColumnElement[bool] = true()
+        if lifetime_days is not None:
+            latest = now + timedelta(days=lifetime_days)
+            within = and_(_KEYS.c.expires_at.is_not(None), _KEYS.c.expires_at <= latest)
+        outside = false() if lifetime_days is None else not_(within)
+        criteria.append(outside if outside_policy else within)
     return and_(*criteria)
 
 
@@ -284,12 +317,15 @@ def keys_page(
     unused_since: datetime | None = None,
     enabled: bool | None = None,
     metadata: dict[str, str] | None = None,
+    outside_policy: bool | None = None,
+    lifetime_days: int | None = None,
 ) -> Page[Key]:
     """One page of the organization's keys, oldest first, ties by identifier: one total
     and one page query; a page past the end asks only for the total (nor sends an offset
     past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
     otherwise, count(*) over the index of the filtered column."""
-    if state is None and unused_since is None and enabled is None and not metadata:
+    filtered = (state, unused_since, enabled, outside_policy)
+    if filtered == (None, None, None, None) and not metadata:
         parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
         ((total,),) = _TOTALS[kind is not None].rows(parameters)
         offset = (page - 1) * page_size
@@ -299,7 +335,16 @@ def keys_page(
             query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
             data = [_key(row) for row in query.rows(parameters)]
         return Page(page, page_size, total, data)
-    where = matching(organization_id, kind, state, unused_since, enabled, metadata)
+    where = matching(
+        organization_id,
+        kind,
+        state,
+        unused_since,
+        enabled,
+        metadata,
+        outside_policy,
+        lifetime_days,
+    )
     in_order = _KEY.where(where).order_by(*_ORDER)
     return _counted(_KEYS, where, in_order, page, page_size, _key_rows)
 

@@ -445,6 +445,23 @@ def test_create_and_update_key_set_the_expiry(client, org):
     assert cleared["structuredContent"]["expires_at"] is None
 
 
+def test_create_and_update_key_keep_within_the_organizations_policy(client, org, runner):
+    """CONTRACT.md section 21, through the same service as REST: the refusal is REST's."""
+    set_policy = ["org", "policy", "acme", "--max-key-lifetime-days", "30", "--max-keys", "3"]
+    assert runner.invoke(args=set_policy).exit_code == 0
+    arguments = {"name": "temp", "kind": "custom", "scopes": ["site:read"]}
+    created = call(client, org.sdk, "create_key", arguments)["structuredContent"]
+    assert created["expires_at"] is not None  # the longest allowed
+    body = refused(call(client, org.sdk, "create_key", arguments))
+    assert (body["status"], body["code"]) == (409, "key_limit_reached")
+    body = refused(call(client, org.sdk, "update_key", {"key": created["key"], "expires_at": None}))
+    assert (body["status"], body["code"]) == (403, "organization_policy")
+    assert list(body["errors"]) == ["expires_at"]
+    assert "at most 30 days" in body["detail"]
+    outside = call(client, org.sdk, "list_keys", {"outside_policy": True})["structuredContent"]
+    assert [key["name"] for key in outside["data"]] == ["Telemetry", "SDK Integration"]
+
+
 def test_rotate_key_answers_the_replacement_once_and_ends_the_old_key(client, org, make_key):
     old = make_key("custom", ("site:read",))
     result = call(client, org.sdk, "rotate_key", {"key": old, "grace_seconds": 60})

@@ -275,7 +275,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # as before still authenticate, never expire, and show created_by null. 0004 added columns
 # with defaults, which a row written without them takes. 0005 added key_usage, a table of its
 # own: keys are stored as before. 0006 added nullable quota columns: rows stored without them
-# have no quota.
+# have no quota. 0007 added nullable columns to organizations (no policy): keys are stored as
+# before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -283,6 +284,7 @@ STORE_KEYS_AT = {
     "0004": insert_first_revision_keys,
     "0005": insert_first_revision_keys,
     "0006": insert_first_revision_keys,
+    "0007": insert_first_revision_keys,
 }
 
 

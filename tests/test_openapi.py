@@ -125,6 +125,7 @@ def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
         "unused_since",
         "enabled",
         "metadata",
+        "outside_policy",
     }
     # `metadata[name]=value`: OpenAPI's deepObject, as generated clients send a dict
     metadata = next(p for p in keys["get"]["parameters"] if p["name"] == "metadata")
@@ -153,7 +154,7 @@ def test_every_error_is_a_plain_problem_naming_its_status_and_codes(document):
     assert "WWW-Authenticate" in responses["unauthorized"]["headers"]
     assert responses["forbidden"]["description"].endswith(
         "`status` 403, `code` `forbidden` or `scope_exceeds_caller` or `exceeds_caller` or "
-        "`ip_not_allowed`."
+        "`organization_policy` or `ip_not_allowed`."
     )
     # CONTRACT.md section 15: the policy's refusals, and the headers of a key's own limit
     assert "`disabled_key`" in responses["unauthorized"]["description"]
@@ -161,6 +162,8 @@ def test_every_error_is_a_plain_problem_naming_its_status_and_codes(document):
     assert {"RateLimit", "RateLimit-Policy"} <= set(responses["rate_limited"]["headers"])
     assert "`quota_exceeded`" in responses["rate_limited"]["description"]
     assert {"Quota-Remaining", "Quota-Reset"} <= set(responses["rate_limited"]["headers"])
+    # CONTRACT.md section 21: the organization's policy
+    assert "`key_limit_reached`" in responses["conflict"]["description"]
 
 
 def test_checks_document_the_policy_they_pass_on(document):
@@ -239,6 +242,11 @@ def test_operations_name_the_keys_they_need(document):
             if path == "/api/forward-auth":  # contract section 11: any kind of key
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == set(KINDS), (path, method)
+                continue
+            if path == "/api/organization":  # contract section 21: sdk_integration keys
+                roles = {role for need in operation["security"] for [role] in need.values()}
+                assert roles == {"sdk_integration"}, (path, method)
+                assert "telemetry key gets 403" in operation["description"]
                 continue
             assert {role for need in operation["security"] for [role] in need.values()} == {
                 "sdk_integration",

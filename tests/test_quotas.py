@@ -9,8 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from app import limits
-from app import periods
+from app import limits, periods
 from app.quotas import service as quotas
 from tests.test_mcp import call, refused
 from tests.test_policy import create, events, rotate, update

@@ -21,7 +21,7 @@ from marshmallow import (
 )
 
 from app import keyformat
-from app.arguments import PageArguments, Timestamp
+from app.arguments import PageArguments, RateLimit, Timestamp
 from app.queries import ACTIVE, EXPIRED
 from app.quotas import service as quotas
 from app.quotas.schemas import Quota
@@ -50,8 +50,6 @@ MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
 NAME_MAX_LENGTH = 200
 # A key's policy (CONTRACT.md section 15).
 MAX_ALLOWED_IPS = 50
-MAX_RATE_REQUESTS = 1_000_000
-MAX_RATE_SECONDS = 24 * 60 * 60
 MAX_METADATA_MEMBERS = 20
 METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
@@ -150,17 +148,6 @@ class Network(fields.String):
 
 def _allowed_ips(**kwargs: Any) -> fields.List:
     return fields.List(Network(), validate=validate.Length(max=MAX_ALLOWED_IPS), **kwargs)
-
-
-class RateLimit(Schema):
-    """A key's own limit: `requests` uses per `seconds`."""
-
-    requests = fields.Integer(
-        strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_REQUESTS)
-    )
-    seconds = fields.Integer(
-        strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_SECONDS)
-    )
 
 
 def _metadata_name() -> fields.String:
@@ -272,6 +259,9 @@ class ListArguments(PageArguments):
     # Keys never used, or last used before this time.
     unused_since = Timestamp()
     enabled = QueryFlag()
+    # Keys outside (true) or within (false) the organization's policy as it is now: those
+    # that expire later than its max_key_lifetime_days allows from now, or never.
+    outside_policy = QueryFlag()
     # `metadata[<name>]=<value>` in a query string (pre_load gathers them); an object in an
     # MCP tool's arguments. Keys with every member given.
     metadata = fields.Dict(keys=_metadata_name(), values=_metadata_value())

@@ -22,6 +22,7 @@ from app.errors import ApiError, invalid
 from app.extensions import db
 from app.keys import bounds
 from app.models import ApiKey, KeyMetadata, Organization
+from app.organizations import policy as organization_policy
 from app.queries import Key, Page
 from app.quotas import service as quotas
 from app.scopes import FIXED, SDK_INTEGRATION, TELEMETRY, is_immutable, misfit, to_names
@@ -116,7 +117,11 @@ def find_key(caller: Caller, reference: str) -> Key:
 
 def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[Key]:
     """One page of the caller's organization's keys (`filters`: kind, state, unused_since,
-    as queries.keys_page takes them)."""
+    enabled, metadata, outside_policy, as queries.keys_page takes them; outside_policy is
+    judged by the organization's policy as it is now)."""
+    if filters.get("outside_policy") is not None:
+        lifetime = organization_policy.of(caller.organization_id).max_key_lifetime_days
+        filters["lifetime_days"] = lifetime
     return queries.keys_page(caller.organization_id, page, page_size, **filters)
 
 
@@ -190,12 +195,25 @@ def _add_key(
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
-    """A new key in the caller's organization, within the caller's scopes, place, time and
-    rate; where it names none of them, the caller's (app/keys/bounds.py)."""
+    """A new key in the caller's organization, within the caller's scopes, place, time,
+    rate and quota (app/keys/bounds.py) and within the organization's policy
+    (app/organizations/policy.py); where it names none of them, the policy's default
+    (its time within the policy's lifetime) within the caller's, or the caller's."""
     held = bounds.held_by(caller)
     bounds.require_scopes(caller, held, data["scope_bits"])
     bounds.require_within(held, data)
-    named = {field: data.get(field) for field in ("expires_at", "rate_limit", "quota")}
+    try:
+        governed = organization_policy.govern(
+            caller.organization_id, data, organization_policy.CREATE, caller.expires_at
+        )
+    except BaseException:
+        db.session.rollback()  # the organization's lock, taken for the count
+        raise
+    named = {
+        "expires_at": data.get("expires_at", governed.expires_at),
+        "rate_limit": data.get("rate_limit", governed.rate_limit),
+        "quota": data.get("quota"),
+    }
     policy = bounds.inherited(held, {"allowed_ips": data.get("allowed_ips", ())} | named)
     created = _add_key(
         caller.organization_id,
@@ -226,6 +244,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         bounds.require_power_over(caller, held, key)
         bounds.require_scopes(caller, held, scope_bits)
         bounds.require_within(held, data)
+        organization_policy.govern(caller.organization_id, data, organization_policy.UPDATE)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
         if key.replaced_by is not None and "expires_at" in data:
@@ -332,13 +351,16 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
         held = bounds.judging(caller, key)
         bounds.require_power_over(caller, held, key)
         bounds.require_within(held, data)
-        if key.replaced_by is not None:
-            raise _already_rotated(key, "rotate its successor instead.")
         now = utcnow()
         ends = None if key.expires_at is None else from_iso(key.expires_at)
         expires_at = data.get("expires_at", ends if ends is not None and ends > now else None)
         policy = {"allowed_ips": key.allowed_ips, "rate_limit": key.rate_limit, "quota": key.quota}
         policy = bounds.inherited(held, policy | {"expires_at": expires_at})
+        policy["expires_at"] = organization_policy.govern(
+            caller.organization_id, data, organization_policy.ROTATE, policy["expires_at"]
+        ).expires_at
+        if key.replaced_by is not None:  # after the policy's 403, as section 4 orders them
+            raise _already_rotated(key, "rotate its successor instead.")
         grace = data.get("grace_seconds", 0)
         if grace == 0:
             db.session.execute(_DELETE, {"key": key.identifier})

@@ -14,6 +14,12 @@ from app.request_body import has_body, json_object, query_arguments
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
 bp.before_request(auth.require_managing_key)
 
+# The organization's lifetime rule, as create, update and rotate say it.
+ORGANIZATION_POLICY = (
+    "An `expires_at` the body names must be within the organization's "
+    "`max_key_lifetime_days` from now (null is refused too when it has one), else 403 "
+    "`organization_policy` naming `expires_at` and the latest allowed."
+)
 LOCATION = {
     "Location": {
         "description": "The path of the new key: `/api/keys/<identifier>`.",
@@ -28,8 +34,10 @@ LOCATION = {
     Operation(
         "List API keys",
         "The keys of the caller's organization, oldest first (ties by identifier), one page "
-        "at a time, optionally of one kind, state, use, `enabled=true|false`, and with "
-        "metadata members (`metadata[<name>]=<value>`, exact, several combine). " + MANAGING,
+        "at a time, optionally of one kind, state, use, `enabled=true|false`, with "
+        "metadata members (`metadata[<name>]=<value>`, exact, several combine), and "
+        "`outside_policy=true|false` (keys that expire later than the organization's "
+        "`max_key_lifetime_days` allows from now, or never; with no such rule, none). " + MANAGING,
         200,
         "One page of keys, and how many there are in all.",
         (*KEYS_REQUEST, 422),
@@ -50,12 +58,16 @@ def list_keys():
         "A new key in the caller's organization. The response is the only one that carries "
         "the full `key`. " + MANAGING + " Every scope of the new key (given for `custom`, "
         "fixed by the kind otherwise) must be held by the caller, else 403 "
-        "`scope_exceeds_caller`; its `allowed_ips`, `expires_at` and `rate_limit` may not "
-        "exceed the caller's, else 403 `exceeds_caller` naming the field, and where the body "
-        "names none of them, the key takes the caller's.",
+        "`scope_exceeds_caller`; its `allowed_ips`, `expires_at`, `rate_limit` and `quota` "
+        "may not exceed the caller's, else 403 `exceeds_caller` naming the field, and where "
+        "the body names none of them, the key takes the caller's. "
+        + ORGANIZATION_POLICY
+        + " A key that names no `expires_at` gets the latest the policy allows (or the "
+        "caller's, if sooner); one that names no `rate_limit` gets the policy's "
+        "`default_rate_limit` (within the caller's). At `max_keys`: 409 `key_limit_reached`.",
         201,
         "The new key, with its full value.",
-        (*KEYS_REQUEST, *WITH_BODY),
+        (*KEYS_REQUEST, *WITH_BODY, 409),
         response=schemas.KeyOutput,
         body=schemas.CreateKey,
         headers=LOCATION,
@@ -93,9 +105,11 @@ def get_key(reference: str):
         "`already_rotated`). "
         + MANAGING
         + " The caller must hold every scope of the key (else 403 `forbidden`) and every "
-        "new scope (else 403 `scope_exceeds_caller`); the `allowed_ips`, `expires_at` and "
-        "`rate_limit` it names may not exceed the caller's (else 403 `exceeds_caller`), a key "
-        "changing itself included: no key loosens its own bounds.",
+        "new scope (else 403 `scope_exceeds_caller`); the `allowed_ips`, `expires_at`, "
+        "`rate_limit` and `quota` it names may not exceed the caller's (else 403 "
+        "`exceeds_caller`), a key changing itself included: no key loosens its own bounds. "
+        + ORGANIZATION_POLICY
+        + " An update that names no `expires_at` leaves it as it is.",
         200,
         "The updated key.",
         (*KEYS_REQUEST, 404, *WITH_BODY, 409),
@@ -141,12 +155,17 @@ def delete_key(reference: str):
         "Content-Type). "
         + MANAGING
         + " The caller must hold every scope of the key (else 403 `forbidden`); the "
-        "replacement's `allowed_ips`, expiry and `rate_limit` are the caller's wherever the "
-        "old key's exceed them (a later `expires_at` named: 403 `exceeds_caller`). Works for "
-        "immutable kinds and for expired keys.",
+        "replacement's `allowed_ips`, expiry, `rate_limit` and `quota` are the caller's "
+        "wherever the old key's exceed them (a later `expires_at` named: 403 "
+        "`exceeds_caller`). Works for immutable kinds and for expired keys. "
+        + ORGANIZATION_POLICY
+        + " A replacement that names none expires as above, but no later than the policy "
+        "allows. A rotation with `grace_seconds` keeps the old key beside the new one: at "
+        "`max_keys` it is 409 `key_limit_reached` (a rotation without grace always has "
+        "room).",
         201,
         "The replacement, with its full value.",
-        (*KEYS_REQUEST, 404, *WITH_BODY),
+        (*KEYS_REQUEST, 404, *WITH_BODY, 409),
         response=schemas.KeyOutput,
         body=schemas.RotateKey,
         body_required=False,

@@ -353,6 +353,42 @@ def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, scr
     screenshot(page, screenshots, "list")
 
 
+def test_the_organizations_policy_says_in_words_what_it_refused(tab, server, org):
+    """CONTRACT.md section 21: an expiry beyond the organization's lifetime, then a key past
+    its max_keys, each refused with a sentence naming the rule and its bound."""
+    server.flask("org", "policy", org.name, "--max-key-lifetime-days", "30", "--max-keys", "3")
+    page = tab.page
+    use_key(page, org.sdk)
+    tab.expect_refusal(403, 409)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    form.get_by_label("Name", exact=True).fill("Too long")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    form.get_by_label("Expires").fill("2030-01-02T08:49")
+    form.get_by_role("button", name="Create").click()
+    said = (
+        r"The organization's policy \(max_key_lifetime_days\) lets a key live at most 30 "
+        r"days: it must expire no later than \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\."
+    )
+    expect(form.get_by_role("alert")).to_have_text(re.compile(f"^{said}$"))
+    # The input it concerns points at it, before its own hint.
+    expect(form.get_by_label("Expires")).to_have_attribute("aria-invalid", "true")
+    expect(form.get_by_label("Expires")).to_have_accessible_description(re.compile(f"^{said} "))
+    form.get_by_label("Expires").fill("")  # the longest allowed
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    page.get_by_role("button", name="New key").click()
+    form.get_by_label("Name", exact=True).fill("One too many")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    form.get_by_role("button", name="Create").click()
+    expect(form.get_by_role("alert")).to_have_text(
+        "The organization's policy (max_keys) allows at most 3 keys, and it holds 3: delete "
+        "a key before making another."
+    )
+    page.get_by_role("button", name="Cancel").click()
+    assert names_listed(page) == ["Telemetry", "SDK Integration", "Too long"]
+
+
 def test_refusals_show_in_the_dialog_that_asked(tab, server, org, screenshots):
     narrow = make_key(server, org.sdk, "Monitors only", ["monitor:read", "monitor:write"])
     page = tab.page
