@@ -111,9 +111,17 @@ NONE = "none"
 
 def _rule(option: str, text: str, rate: bool = False) -> int | dict | None:
     """A rule's value as the command line gives it: `none` (clear it), a whole number, or,
-    for a rate, REQUESTS/SECONDS; the schema then bounds it."""
+    for a rate, REQUESTS/SECONDS, for a quota REQUESTS/PERIOD; the schema then bounds it."""
     if text.strip().lower() == NONE:
         return None
+    if option == "--default-quota":
+        requests, _, period = text.partition("/")
+        if not requests.strip().isdigit() or not period.strip():
+            raise click.ClickException(
+                f"{option}: give REQUESTS/PERIOD (say 1000/day; a period is day, week, "
+                f"month or lifetime), or {NONE} to clear it."
+            )
+        return {"requests": int(requests), "period": period.strip().lower()}
     parts = text.split("/") if rate else [text]
     if len(parts) != (2 if rate else 1) or not all(part.strip().isdigit() for part in parts):
         shape = "REQUESTS/SECONDS (say 100/60)" if rate else "a whole number"
@@ -132,10 +140,12 @@ def _describe_policy(organization: organization_policy.Summary) -> list[str]:
     limit = policy.default_rate_limit
     rate = NONE if limit is None else f"{limit['requests']}/{limit['seconds']}"
     rate += "" if limit is None else f" ({limit['requests']} requests per {limit['seconds']} s)"
+    quota = policy.default_quota
     shown = {
         "max_keys": policy.max_keys,
         "max_key_lifetime_days": policy.max_key_lifetime_days,
         "default_rate_limit": rate,
+        "default_quota": None if quota is None else f"{quota['requests']}/{quota['period']}",
     }
     count = organization.key_count
     return [
@@ -163,12 +173,19 @@ def _describe_policy(organization: organization_policy.Summary) -> list[str]:
     metavar="REQUESTS/SECONDS|none",
     help="The rate limit of a key made without naming one (say 100/60); none: no default.",
 )
+@click.option(
+    "--default-quota",
+    metavar="REQUESTS/PERIOD|none",
+    help="The quota of a key made without naming one (say 1000/day; a period is day, week, "
+    "month or lifetime); none: no default.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def organization_policy_command(
     name: str,
     max_keys: str | None,
     max_key_lifetime_days: str | None,
     default_rate_limit: str | None,
+    default_quota: str | None,
     as_json: bool,
 ) -> None:
     """Show organization NAME's policy for its keys, changing the rules given first (the
@@ -179,6 +196,7 @@ def organization_policy_command(
         "max_keys": max_keys,
         "max_key_lifetime_days": max_key_lifetime_days,
         "default_rate_limit": default_rate_limit,
+        "default_quota": default_quota,
     }
     changes = {
         rule: _rule(_option(rule), text, rate=rule == "default_rate_limit")

@@ -34,6 +34,9 @@ class Organization(db.Model):
     # The rate limit of a key made without naming one; both None: none.
     default_rate_limit_requests: Mapped[int | None]
     default_rate_limit_seconds: Mapped[int | None]
+    # The quota of a key made without naming one; both None: none.
+    default_quota_requests: Mapped[int | None]
+    default_quota_period: Mapped[str | None] = mapped_column(String(10))
 
 
 class ApiKey(db.Model):

@@ -60,6 +60,7 @@ def test_the_command_without_options_shows_the_policy_of_a_new_organization(runn
         "  max_keys: none",
         "  max_key_lifetime_days: none",
         "  default_rate_limit: none",
+        "  default_quota: none",
     ]
 
 
@@ -70,12 +71,14 @@ def test_the_command_counts_one_key_in_the_singular(runner, client, org):
 
 def test_the_command_sets_each_rule_and_prints_the_policy(runner, org):
     options = ("--max-keys", "10", "--max-key-lifetime-days", "90")
-    result = policy(runner, "acme", *options, "--default-rate-limit", "100/60")
+    options += ("--default-rate-limit", "100/60", "--default-quota", "1000/Day")
+    result = policy(runner, "acme", *options)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1:] == [
         "  max_keys: 10",
         "  max_key_lifetime_days: 90",
         "  default_rate_limit: 100/60 (100 requests per 60 s)",
+        "  default_quota: 1000/day",
     ]
 
 
@@ -86,12 +89,14 @@ def test_a_rule_not_given_stays_and_none_clears_one(runner, org):
         "max_keys": 10,
         "max_key_lifetime_days": 30,
         "default_rate_limit": {"requests": 5, "seconds": 1},
+        "default_quota": None,
     }
     shown = set_policy(runner, "acme", "--max-keys", "none", "--default-rate-limit", "NONE")
     assert shown["policy"] == {
         "max_keys": None,
         "max_key_lifetime_days": 30,
         "default_rate_limit": None,
+        "default_quota": None,
     }
 
 
@@ -152,6 +157,7 @@ def test_an_sdk_integration_key_reads_its_organization(client, org, other_org, r
         "max_keys": None,
         "max_key_lifetime_days": None,
         "default_rate_limit": None,
+        "default_quota": None,
     }
     theirs = client.get("/api/organization", auth=(other_org.sdk, "")).json
     assert (theirs["name"], theirs["policy"]["max_keys"]) == ("globex", 3)
@@ -401,6 +407,30 @@ def test_a_successor_keeps_the_old_keys_rate_limit(client, org, runner, make_key
     set_policy(runner, "acme", "--default-rate-limit", "100/60")
     rotated = client.post(f"/api/keys/{made}/rotate", auth=(org.sdk, ""))
     assert rotated.json["rate_limit"] is None
+
+
+# default_quota.
+
+
+def test_a_key_made_without_a_quota_gets_the_default_and_spends_it(client, org, runner):
+    set_policy(runner, "acme", "--default-quota", "2/week")
+    made = create(client, org.sdk, kind="sdk_integration").json
+    assert (made["quota"], made["quota_remaining"]) == ({"requests": 2, "period": "week"}, 2)
+    statuses = [client.get("/api/keys", auth=(made["key"], "")).status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    assert create(client, org.sdk, quota=None).json["quota"] is None
+    named = create(client, org.sdk, quota={"requests": 5, "period": "day"}).json
+    assert named["quota"] == {"requests": 5, "period": "day"}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("1000", "REQUESTS/PERIOD"), ("x/day", "REQUESTS/PERIOD"), ("5/year", "Must be one of")],
+)
+def test_a_bad_default_quota_is_refused_naming_the_option(runner, org, value, message):
+    result = policy(runner, "acme", "--default-quota", value)
+    assert result.exit_code == 1
+    assert "--default-quota" in result.output and message in result.output
 
 
 # Keys outside the policy.

@@ -212,7 +212,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     named = {
         "expires_at": data.get("expires_at", governed.expires_at),
         "rate_limit": data.get("rate_limit", governed.rate_limit),
-        "quota": data.get("quota"),
+        "quota": data.get("quota", governed.quota),
     }
     policy = bounds.inherited(held, {"allowed_ips": data.get("allowed_ips", ())} | named)
     created = _add_key(

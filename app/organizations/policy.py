@@ -9,7 +9,8 @@ asks govern() once per write of a key; nothing else here writes.
 - `max_key_lifetime_days`: every expiry a request names (a new key's, a successor's, an
   update's) must be at most that many days from now, else 403 `organization_policy`; a new
   key or successor that names none gets the latest it may have.
-- `default_rate_limit`: the rate limit of a key made without naming one.
+- `default_rate_limit` and `default_quota`: the rate limit and the quota of a key made
+  without naming one (within its caller's, app/keys/bounds.py).
 
 The policy applies to what is made or changed after it is set: existing keys outside it
 stay as they are, listed by `GET /api/keys?outside_policy=true` (app/queries.py).
@@ -33,9 +34,8 @@ from app.timestamps import utcnow
 # The bounds of each rule the operator sets.
 MAX_KEYS = 100_000
 MAX_LIFETIME_DAYS = 3650
-# The rules as the CLI and the API name them; the quota's default (section 21) joins them
-# as `default_quota`.
-RULES = ("max_keys", "max_key_lifetime_days", "default_rate_limit")
+# The rules as the CLI and the API name them.
+RULES = ("max_keys", "max_key_lifetime_days", "default_rate_limit", "default_quota")
 # The writes of a key that govern() judges.
 CREATE, ROTATE, UPDATE = "create", "rotate", "update"
 
@@ -50,6 +50,14 @@ class Policy(NamedTuple):
     max_key_lifetime_days: int | None = None
     default_rate_limit_requests: int | None = None
     default_rate_limit_seconds: int | None = None
+    default_quota_requests: int | None = None
+    default_quota_period: str | None = None
+
+    @property
+    def default_quota(self) -> dict[str, int | str] | None:
+        if self.default_quota_requests is None:
+            return None
+        return {"requests": self.default_quota_requests, "period": self.default_quota_period}
 
     @property
     def default_rate_limit(self) -> dict[str, int] | None:
@@ -82,6 +90,7 @@ class Governed(NamedTuple):
 
     expires_at: datetime | None
     rate_limit: dict[str, int] | None
+    quota: dict[str, int | str] | None = None
 
 
 _POLICY = tuple(_ORGANIZATIONS.c[name] for name in Policy._fields)
@@ -149,6 +158,12 @@ def _columns(rule: str, value: object) -> dict[str, object]:
             "default_rate_limit_requests": limit.get("requests"),
             "default_rate_limit_seconds": limit.get("seconds"),
         }
+    if rule == "default_quota":
+        quota = value if isinstance(value, dict) else {}
+        return {
+            "default_quota_requests": quota.get("requests"),
+            "default_quota_period": quota.get("period"),
+        }
     return {rule: value}
 
 
@@ -207,7 +222,7 @@ def govern(
         held = _key_count(organization_id)
         if held >= policy.max_keys:
             raise limit_reached(policy.max_keys, held, rotation=write == ROTATE)
-    return Governed(expires_at, policy.default_rate_limit)
+    return Governed(expires_at, policy.default_rate_limit, policy.default_quota)
 
 
 def read(caller: Caller) -> Summary:

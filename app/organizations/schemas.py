@@ -8,6 +8,7 @@ from marshmallow import Schema, fields, validate
 
 from app.arguments import RateLimit
 from app.organizations.policy import MAX_KEYS, MAX_LIFETIME_DAYS, Summary
+from app.quotas.schemas import Quota
 from app.timestamps import iso
 
 
@@ -21,6 +22,7 @@ class PolicyChange(Schema):
         strict=True, allow_none=True, validate=validate.Range(min=1, max=MAX_LIFETIME_DAYS)
     )
     default_rate_limit = fields.Nested(RateLimit, allow_none=True)
+    default_quota = fields.Nested(Quota, allow_none=True)
 
 
 class PolicyOutput(Schema):
@@ -29,6 +31,7 @@ class PolicyOutput(Schema):
     max_keys = fields.Integer(allow_none=True)
     max_key_lifetime_days = fields.Integer(allow_none=True)
     default_rate_limit = fields.Nested(RateLimit, allow_none=True)
+    default_quota = fields.Nested(Quota, allow_none=True)
 
 
 class OrganizationOutput(Schema):
@@ -47,7 +50,10 @@ organization_output = OrganizationOutput()
 def dump(organization: Summary) -> dict[str, Any]:
     """The organization as GET /api/organization and `flask org policy --json` show it."""
     policy = organization.policy
-    rules = policy._asdict() | {"default_rate_limit": policy.default_rate_limit}
+    rules = policy._asdict() | {
+        "default_rate_limit": policy.default_rate_limit,
+        "default_quota": policy.default_quota,
+    }
     return organization_output.dump(
         organization._replace(created=iso(organization.created), policy=rules)
     )

@@ -30,8 +30,10 @@ COLUMNS = (
 def upgrade() -> None:
     for column in COLUMNS:
         op.add_column("organizations", sa.Column(column, sa.Integer(), nullable=True))
+    op.add_column("organizations", sa.Column("default_quota_requests", sa.Integer(), nullable=True))
+    op.add_column("organizations", sa.Column("default_quota_period", sa.String(10), nullable=True))
 
 
 def downgrade() -> None:
-    for column in reversed(COLUMNS):
+    for column in ("default_quota_period", "default_quota_requests", *reversed(COLUMNS)):
         op.drop_column("organizations", column)
