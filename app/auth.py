@@ -91,14 +91,37 @@ def found(
     return holder
 
 
-def use(holder: Holder, address: Callable[[], str | None], door: str) -> policy.Verdict:
+def _judged(
+    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool
+) -> policy.Verdict:
+    """The policy's verdict on a found key at `door`, counted: in the metrics, and in the
+    key's usage when the request `is_use` (policy.verdict says what is no use)."""
+    decided = policy.verdict(holder.caller, address, is_use)
+    checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id if is_use else None)
+    return decided
+
+
+def use(
+    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool = True
+) -> policy.Verdict:
     """The policy's verdict on a found key used at `door` (counted) from the client
-    `address()` gives; a key it lets through has its use recorded."""
-    decided = policy.verdict(holder.caller, address)
-    checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id)
+    `address()` gives; a key it lets through has its use recorded (`last_used`: any request
+    it authenticates, one that is no use included)."""
+    decided = _judged(holder, address, door, is_use)
     if decided.refusal is None:
         record_use(holder.caller.identifier, holder.last_used)
     return decided
+
+
+def _admit(decided: policy.Verdict, challenge: tuple[str, str]) -> None:
+    """The key's RateLimit headers on the answer, when it has a limit of its own, and the
+    verdict's refusal raised, if any."""
+    if decided is not policy.USABLE:  # refused, or with a limit of its own
+        policy.answer_with_headers(decided)
+        if decided.refusal is not None:
+            if decided.refusal != policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
+                limits.count_failure()
+            raise policy.refusal(decided, challenge)
 
 
 def authenticate(
@@ -108,13 +131,15 @@ def authenticate(
     organization_id: int | None = ANY_ORGANIZATION,
     door: str = REST,
     facts: bool = False,
+    is_use: bool = True,
 ) -> Holder:
     """The key this request's Authorization presents in one of `schemes` (of the
     organization `organization_id`, when one is named) at `door`, which its policy lets
     through from the client's address, as the read found it (its `caller`, and its `facts`
     when asked: forward auth answers the organization's name): 429 past the abuse limits
     (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
-    refusal otherwise."""
+    refusal otherwise. A request that `is_use` not (policy.verdict) spends nothing of the
+    key's own limit and is in no key's usage; spend() makes it a use later."""
     limits.check_address()
     presented = credentials.presented(request.headers.get("Authorization"))
     valid = presented is not None and presented.scheme in schemes
@@ -122,15 +147,17 @@ def authenticate(
     if holder is None:
         limits.count_failure()
         raise refused(door, unauthorized(challenge, schemes))
-    decided = use(holder, limits.client_address, door)
-    if decided is not policy.USABLE:  # refused, or with a limit of its own
-        policy.answer_with_headers(decided)
-        if decided.refusal is not None:
-            if decided.refusal != policy.RATE_LIMITED:  # a key spent by its holder guesses nothing
-                limits.count_failure()
-            raise policy.refusal(decided, challenge)
+    _admit(use(holder, limits.client_address, door, is_use), challenge)
     limits.count_use(holder.caller.identifier, rate)
     return holder
+
+
+def spend(holder: Holder, door: str, challenge: tuple[str, str]) -> None:
+    """The request that authenticate() let `holder` through as no use turns out to be one
+    (MCP's tools/call, once its body is read): the policy judges it again, its own limit
+    spent, and counts it in the key's usage; its refusal raised as authenticate() does.
+    `last_used` and the abuse limits have counted the request already."""
+    _admit(_judged(holder, limits.client_address, door, is_use=True), challenge)
 
 
 def require_held(required: int, held: int, door: str) -> None:

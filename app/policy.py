@@ -58,10 +58,14 @@ class Verdict(NamedTuple):
 USABLE = Verdict(None)
 
 
-def verdict(key: Caller, address: Callable[[], str | None]) -> Verdict:
+def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True) -> Verdict:
     """Whether `key` may be used now from the client `address()` gives (asked only of a
     key with allowed_ips; None: unknown, which no allow list takes); a use under its own
-    limit is spent here. USABLE itself for a key that may and has no limit of its own."""
+    limit is spent here. USABLE itself for a key that may and has no limit of its own.
+
+    A request that `is_use` not (a message of MCP's protocol other than tools/call,
+    CONTRACT.md section 20) is judged on all but the limit, which it neither spends nor
+    meets: USABLE when the key may be used."""
     if key.expires_at is not None and key.expires_at <= utcnow():
         return Verdict(EXPIRED_KEY)
     if not key.enabled:
@@ -69,7 +73,7 @@ def verdict(key: Caller, address: Callable[[], str | None]) -> Verdict:
     if key.allowed_ips and not allowed_address(address(), tuple(key.allowed_ips)):
         return Verdict(IP_NOT_ALLOWED)
     requests, seconds = key.rate_limit_requests, key.rate_limit_seconds
-    if requests is None or seconds is None:
+    if requests is None or seconds is None or not is_use:
         return USABLE
     allowance = limits.spend_own(key.identifier, requests, seconds)
     return Verdict(None if allowance.allowed else RATE_LIMITED, allowance, requests, seconds)

@@ -1,9 +1,10 @@
 """POST /mcp: the MCP server's endpoint (CONTRACT.md section 13). What comes before the
 protocol is the service's own, as on every endpoint, in the problem shape: routing (GET and
 DELETE, an event stream and a session's end, which a stateless server has none of, are 405
-before the SDK sees them), authentication and its abuse limits, `last_used`, and the body
-(415, 413, 400: a JSON object). The protocol is the SDK's (app/mcp/server.py), made on this
-worker's first /mcp request."""
+before the SDK sees them), authentication and its abuse limits, `last_used`, the body (415,
+413, 400: a JSON object), and, for a tool call, the key's own limit and usage (CONTRACT.md
+section 20: the protocol's other messages are no use of the key). The protocol is the
+SDK's (app/mcp/server.py), made on this worker's first /mcp request."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ if TYPE_CHECKING:  # imported on first use only: it imports the SDK
 bp = Blueprint("mcp", __name__, url_prefix="/mcp")
 
 CHALLENGE = ("WWW-Authenticate", 'Bearer realm="mcp"')
+# The one message that is a use of the key (CONTRACT.md section 20): the protocol's others
+# (initialize, notifications, tools/list, ping, server/discover) are under the abuse
+# limits alone.
+TOOL_CALL = "tools/call"
 _BUILDING = threading.Lock()
 
 JSON_RPC_MESSAGE = {
@@ -61,10 +66,12 @@ JSON_RPC_MESSAGE = {
 def authenticate() -> None:
     """An sdk_integration key as a Bearer token, behind the abuse limits: 401 with a Bearer
     challenge for none, another scheme, or a bad or deleted key; 403 for a key of
-    another kind."""
-    g.caller = auth.authenticate(
-        challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP
-    ).caller
+    another kind. The key's policy refuses every message, but a message is a use of the
+    key (its own limit, its usage) only once its body shows a tool call: mcp() says."""
+    g.holder = auth.authenticate(
+        challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP, is_use=False
+    )
+    g.caller = g.holder.caller
     if g.caller.kind != SDK_INTEGRATION:
         only = "Only an sdk_integration key may use the MCP server."
         raise auth.refused(auth.MCP, ApiError(403, "forbidden", only))
@@ -92,7 +99,9 @@ def _runtime(app: Flask) -> Runtime:
         "Its tools are the twins of the key operations (see docs/mcp.md). Needs an "
         "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
         '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
-        "as every JSON body is (415, 413, 400) before the protocol sees it.",
+        "as every JSON body is (415, 413, 400) before the protocol sees it. A `tools/call` is "
+        "a use of the key, which its own rate limit (429) and its usage count; the protocol's "
+        "other messages are not.",
         200,
         "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
         (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
@@ -119,7 +128,10 @@ def _runtime(app: Flask) -> Runtime:
     )
 )
 def mcp() -> Response:
-    body = json.dumps(json_object()).encode()  # read as every JSON body is: 415, 413, 400
+    message = json_object()  # read as every JSON body is: 415, 413, 400 (a batch included)
+    if message.get("method") == TOOL_CALL:  # well formed or not: whatever may run a tool
+        auth.spend(g.holder, auth.MCP, CHALLENGE)
+    body = json.dumps(message).encode()
     environ = {
         **request.environ,
         "wsgi.input": io.BytesIO(body),

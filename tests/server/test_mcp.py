@@ -18,6 +18,7 @@ import shlex
 import shutil
 import string
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -407,7 +408,7 @@ def printed(completed: subprocess.CompletedProcess) -> dict:
     return result
 
 
-def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
+def inspector_call(env: dict[str, str], tool: str, **arguments) -> subprocess.CompletedProcess:
     """One tools/call through the Inspector's CLI, connected with the very flags of
     docs/mcp.md's first command; the arguments as `--tool-arg` pairs (JSON unless a
     string)."""
@@ -416,7 +417,19 @@ def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
     pairs = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in arguments.items()]
     command = [str(INSPECTOR), *(string.Template(part).substitute(env) for part in connection)]
     command += ["--method", "tools/call", "--tool-name", tool, "--tool-arg", *pairs]
-    return CallToolResult.model_validate(printed(run(command, env, check=False)))
+    return run(command, env, check=False)
+
+
+def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
+    """A tools/call's result through the Inspector's CLI (inspector_call)."""
+    return CallToolResult.model_validate(printed(inspector_call(env, tool, **arguments)))
+
+
+def inspector_error(completed: subprocess.CompletedProcess) -> dict:
+    """The error an Inspector run printed instead of a result: the last line of its standard
+    error, as JSON."""
+    assert completed.returncode not in (0, 5), completed.stdout
+    return json.loads(completed.stderr.splitlines()[-1])["error"]
 
 
 def as_written(command: str, env: dict[str, str]) -> dict:
@@ -507,3 +520,78 @@ def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, tmp_path):
         answer = server.request(method, path, sdk, body)
         assert answer.status >= 400, tool
         assert refused(inspect(env, tool, **arguments)) == answer.json(), tool
+
+
+# Uses are tool calls (CONTRACT.md section 20): what a host sends around them (its
+# handshake, tools/list, the Inspector's GET) spends nothing of a key's own limit. One
+# worker: memory:// counts a key's limit in each worker's own memory.
+
+LIMIT = {"requests": 3, "seconds": 60}
+THREE_AND_ONE_REFUSED = {"allowed": 3, "refused": {"rate_limited": 1}}
+
+
+@pytest.fixture
+def one_worker(start_server):
+    return start_server(workers=1, env={"USAGE_FLUSH_SECONDS": "0.2"})
+
+
+def limited_key(server, sdk: str, name: str) -> str:
+    body = {"name": name, "kind": "sdk_integration", "rate_limit": LIMIT}
+    made = server.request("POST", "/api/keys", sdk, body)
+    assert made.status == 201, made.body
+    return made.json()["key"]
+
+
+def usage_total(server, sdk: str, key: str, expected: dict) -> dict:
+    """The key's usage total once its worker has written `expected`, or after 10 seconds
+    whatever it is."""
+    path = f"/api/keys/{keyformat.shown(keyformat.identifier_of(key))}/usage"
+    deadline = time.monotonic() + 10
+    while True:
+        total = server.request("GET", path, sdk).json()["total"]
+        if total == expected or time.monotonic() > deadline:
+            return total
+        time.sleep(0.1)
+
+
+async def past_the_limit(server, key: str, mode: str, seen: list[httpx2.Response]) -> None:
+    """A host's session: connect, list the tools, call one until the key's limit refuses
+    it, list them again."""
+    async with connected(server, bearer(key), mode, seen) as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == list(TOOLS)
+        for _ in range(LIMIT["requests"]):
+            assert not (await client.call_tool("get_key", {"key": key})).is_error
+        with pytest.raises(MCPError):
+            await client.call_tool("get_key", {"key": key})
+        await client.list_tools()  # the protocol's other messages still pass
+
+
+def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_official_client(one_worker):
+    server = one_worker
+    sdk = sdk_key(server)
+    for mode in sorted(MODES):
+        key = limited_key(server, sdk, mode)
+        seen: list[httpx2.Response] = []
+        asyncio.run(past_the_limit(server, key, mode, seen))
+        [refusal] = [answer for answer in seen if answer.status_code == 429]
+        assert refusal.json()["code"] == "rate_limited", mode
+        assert int(refusal.headers["Retry-After"]) > 0
+        assert seen[-1].status_code == 200
+        assert usage_total(server, sdk, key, THREE_AND_ONE_REFUSED) == THREE_AND_ONE_REFUSED
+
+
+@needs_inspector
+def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_inspector(one_worker, tmp_path):
+    """Each Inspector run connects afresh (initialize, its notification, a GET, tools/list)
+    before its one tool call."""
+    server = one_worker
+    sdk = sdk_key(server)
+    key = limited_key(server, sdk, "inspected")
+    env = inspector_env(tmp_path, server, key)
+    shown = keyformat.shown(keyformat.identifier_of(key))
+    for _ in range(LIMIT["requests"]):
+        assert inspect(env, "get_key", key=shown).structured_content["name"] == "inspected"
+    error = inspector_error(inspector_call(env, "get_key", key=shown))
+    assert error["status"] == 429
+    assert '"code":"rate_limited"' in error["message"]
+    assert usage_total(server, sdk, key, THREE_AND_ONE_REFUSED) == THREE_AND_ONE_REFUSED
