@@ -12,6 +12,7 @@ from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
 from app import credentials, keyformat, limits, policy, queries, verdicts
+from app.challenges import Challenge
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -20,7 +21,7 @@ from app.queries import Holder
 from app.scopes import MANAGING_KINDS, exceeding, to_names
 from app.timestamps import seconds_since, utcnow
 
-CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
+CHALLENGE = Challenge("Basic", "api")
 UNAUTHORIZED = "unauthorized"
 
 # The doors a key is checked at, as app/metrics.py counts their verdicts.
@@ -38,11 +39,16 @@ WAYS = {
 
 
 def unauthorized(
-    challenge: tuple[str, str] = CHALLENGE,
+    challenge: Challenge = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    presented: bool = False,
 ) -> ApiError:
+    """401: no valid key in one of `schemes`; `presented`: the request presented one in
+    them, which the challenge says was refused (app/challenges.py)."""
     ways = " or ".join(WAYS[scheme] for scheme in schemes)
-    return ApiError(401, UNAUTHORIZED, f"A valid API key is required, {ways}.", headers=[challenge])
+    detail = f"A valid API key is required, {ways}."
+    header = challenge.header(detail if presented else None)
+    return ApiError(401, UNAUTHORIZED, detail, headers=[header])
 
 
 def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
@@ -113,7 +119,7 @@ def use(
     return decided
 
 
-def _admit(decided: policy.Verdict, challenge: tuple[str, str]) -> None:
+def _admit(decided: policy.Verdict, challenge: Challenge) -> None:
     """The key's RateLimit headers on the answer, when it has a limit of its own, and the
     verdict's refusal raised, if any."""
     if decided is not policy.USABLE:  # refused, or with a limit of its own
@@ -126,7 +132,7 @@ def _admit(decided: policy.Verdict, challenge: tuple[str, str]) -> None:
 
 def authenticate(
     rate: str = limits.PER_KEY,
-    challenge: tuple[str, str] = CHALLENGE,
+    challenge: Challenge = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
     organization_id: int | None = ANY_ORGANIZATION,
     door: str = REST,
@@ -141,18 +147,20 @@ def authenticate(
     refusal otherwise. A request that `is_use` not (policy.verdict) spends nothing of the
     key's own limit and is in no key's usage; spend() makes it a use later."""
     limits.check_address()
-    presented = credentials.presented(request.headers.get("Authorization"))
+    header = request.headers.get("Authorization")
+    presented = credentials.presented(header)
     valid = presented is not None and presented.scheme in schemes
     holder = found(presented.key, organization_id, facts) if valid else None
     if holder is None:
         limits.count_failure()
-        raise refused(door, unauthorized(challenge, schemes))
+        sent = credentials.scheme_of(header) in schemes
+        raise refused(door, unauthorized(challenge, schemes, sent))
     _admit(use(holder, limits.client_address, door, is_use), challenge)
     limits.count_use(holder.caller.identifier, rate)
     return holder
 
 
-def spend(holder: Holder, door: str, challenge: tuple[str, str]) -> None:
+def spend(holder: Holder, door: str, challenge: Challenge) -> None:
     """The request that authenticate() let `holder` through as no use turns out to be one
     (MCP's tools/call, once its body is read): the policy judges it again, its own limit
     spent, and counts it in the key's usage; its refusal raised as authenticate() does.

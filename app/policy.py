@@ -16,6 +16,7 @@ from typing import NamedTuple
 from flask import Response, after_this_request
 
 from app import limits
+from app.challenges import Challenge
 from app.credentials import Caller
 from app.errors import ApiError
 from app.limits import Allowance
@@ -98,12 +99,12 @@ def _networks(
     return tuple(ipaddress.ip_network(entry) for entry in entries)
 
 
-def refusal(decided: Verdict, challenge: tuple[str, str]) -> ApiError:
-    """The error a door answers for a refused verdict: 401 with `challenge`, 403, or 429
-    with Retry-After."""
+def refusal(decided: Verdict, challenge: Challenge) -> ApiError:
+    """The error a door answers for a refused verdict: 401 with `challenge` (saying why the
+    key presented is refused), 403, or 429 with Retry-After."""
     code = decided.refusal or RATE_LIMITED  # only a refused verdict is answered so
     status, detail = REFUSALS[code]
-    headers = [challenge] if status == 401 else []
+    headers = [challenge.header(detail)] if status == 401 else []
     if decided.allowance is not None and code == RATE_LIMITED:
         headers.append(("Retry-After", str(decided.allowance.reset)))
     return ApiError(status, code, detail, headers=headers)

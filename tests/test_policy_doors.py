@@ -14,7 +14,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from app.keyformat import identifier_of, new_key
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
-from tests.test_mcp import ACCEPT, bearer
+from tests.test_mcp import ACCEPT, bearer, invalid_token
 
 FORWARD = "/api/forward-auth"
 INTROSPECT = "/api/introspect"
@@ -203,7 +203,8 @@ def test_mcp_refuses_a_disabled_key_with_its_bearer_challenge_for_every_message(
     key = policy_key(scopes=(), kind="sdk_integration", enabled=False)
     answer = send(client, key, *message)
     refused(answer, 401, "disabled_key")
-    assert answer.headers["WWW-Authenticate"].startswith('Bearer realm="mcp"')
+    assert answer.headers.get_all("WWW-Authenticate") == [invalid_token(answer.json["detail"])]
+    assert answer.json["detail"].startswith("This API key is disabled")
 
 
 @pytest.mark.parametrize("message", [*HANDSHAKE, TOOL_CALL], ids=lambda message: message[0])

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from flask import Blueprint, Flask, Response, current_app, g, request
 
 from app import auth, credentials
+from app.challenges import Challenge
 from app.errors import PROBLEM_JSON, ApiError
 from app.mcp import CALLER
 from app.operations import (
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # imported on first use only: it imports the SDK
 
 bp = Blueprint("mcp", __name__, url_prefix="/mcp")
 
-CHALLENGE = ("WWW-Authenticate", 'Bearer realm="mcp"')
+CHALLENGE = Challenge("Bearer", "mcp")
 # The one message that is a use of the key (CONTRACT.md section 20): the protocol's others
 # (initialize, notifications, tools/list, ping, server/discover) are under the abuse
 # limits alone.
@@ -65,9 +66,10 @@ JSON_RPC_MESSAGE = {
 @bp.before_request
 def authenticate() -> None:
     """An sdk_integration key as a Bearer token, behind the abuse limits: 401 with a Bearer
-    challenge for none, another scheme, or a bad or deleted key; 403 for a key of
-    another kind. The key's policy refuses every message, but a message is a use of the
-    key (its own limit, its usage) only once its body shows a tool call: mcp() says."""
+    challenge for none, another scheme, or a bad or deleted key (saying invalid_token for a
+    token presented, app/challenges.py); 403 for a key of another kind. The key's policy
+    refuses every message, but a message is a use of the key (its own limit, its usage)
+    only once its body shows a tool call: mcp() says."""
     g.holder = auth.authenticate(
         challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP, is_use=False
     )
@@ -98,10 +100,11 @@ def _runtime(app: Flask) -> Runtime:
         "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
         "Its tools are the twins of the key operations (see docs/mcp.md). Needs an "
         "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
-        '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
-        "as every JSON body is (415, 413, 400) before the protocol sees it. A `tools/call` is "
-        "a use of the key, which its own rate limit (429) and its usage count; the protocol's "
-        "other messages are not.",
+        '(`WWW-Authenticate: Bearer realm="mcp"`, with `error="invalid_token"` and the '
+        "detail as `error_description` for a key presented), another kind of key 403. The "
+        "body is read as every JSON body is (415, 413, 400) before the protocol sees it. "
+        "A `tools/call` is a use of the key, which its own rate limit (429) and its usage "
+        "count; the protocol's other messages are not.",
         200,
         "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
         (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),

@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
@@ -240,12 +241,21 @@ def test_the_authentication_rules_as_the_official_client_meets_them(server):
             "Authorization": "Basic " + base64.b64encode(f"{sdk}:".encode()).decode()
         },
     }
+    presented = {"an unknown key", "a malformed key"}  # a Bearer token, refused
     for case, headers in unauthorized.items():
         answer = asyncio.run(refused_connection(server, headers))
         assert answer.status_code == 401, case
-        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mcp"', case
         assert answer.headers["Content-Type"] == "application/problem+json", case
         assert answer.json()["code"] == "unauthorized", case
+        # The challenge, as the SDK's own parser reads it: RFC 6750's invalid_token and the
+        # 401's detail for a Bearer token presented; the realm alone for none.
+        assert extract_field_from_www_auth(answer, "realm") == "mcp", case
+        error = extract_field_from_www_auth(answer, "error")
+        description = extract_field_from_www_auth(answer, "error_description")
+        if case in presented:
+            assert (error, description) == ("invalid_token", answer.json()["detail"]), case
+        else:
+            assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mcp"', case
     for case, key in {"telemetry": telemetry, "custom, every scope": custom}.items():
         answer = asyncio.run(refused_connection(server, bearer(key)))
         assert answer.status_code == 403, case
@@ -285,7 +295,11 @@ def test_a_deleted_key_fails_on_its_next_call_on_every_worker(server):
     asyncio.run(delete())
     after = in_parallel(4 * WORKERS, lambda: post(server, doomed, TOOLS_LIST))
     assert [status for status, _, _ in after] == [401] * (4 * WORKERS)
-    assert all(headers["WWW-Authenticate"] == 'Bearer realm="mcp"' for _, headers, _ in after)
+    refused_token = (
+        'Bearer realm="mcp", error="invalid_token", '
+        'error_description="A valid API key is required, as a Bearer token."'
+    )
+    assert all(headers["WWW-Authenticate"] == refused_token for _, headers, _ in after)
 
 
 def runs_the_sdk(pid: int) -> bool:
@@ -432,11 +446,16 @@ def inspector_error(completed: subprocess.CompletedProcess) -> dict:
     return json.loads(completed.stderr.splitlines()[-1])["error"]
 
 
-def as_written(command: str, env: dict[str, str]) -> dict:
+def run_as_written(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     """One of docs/mcp.md's commands, run by the shell as written, from where npx finds
     the pinned Inspector without the network."""
     in_place = f"cd {shlex.quote(str(INSPECTOR_DIR))} && {command}"
-    return printed(run(["bash", "-c", in_place], env, check=False))
+    return run(["bash", "-c", in_place], env, check=False)
+
+
+def as_written(command: str, env: dict[str, str]) -> dict:
+    """The result one of docs/mcp.md's commands prints."""
+    return printed(run_as_written(command, env))
 
 
 @needs_inspector
@@ -595,3 +614,38 @@ def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_inspector(on
     assert error["status"] == 429
     assert '"code":"rate_limited"' in error["message"]
     assert usage_total(server, sdk, key, THREE_AND_ONE_REFUSED) == THREE_AND_ONE_REFUSED
+
+
+# A wrong key (issue 36): what the Inspector shows.
+
+STORED_AUTH_ONLY = " --stored-auth-only"
+
+
+@needs_inspector
+def test_a_wrong_key_shows_the_services_reason_in_the_inspector(server, tmp_path):
+    """docs/mcp.md's command as written, with a wrong key and a disabled one: the Inspector
+    prints the service's 401, whose detail says why. Without --stored-auth-only, which the
+    docs' commands carry, it starts OAuth on any 401, whatever the challenge says, and
+    without a terminal stops there (docs/mcp.md)."""
+    sdk = sdk_key(server)
+    body = {"name": "off", "kind": "sdk_integration", "enabled": False}
+    disabled = server.request("POST", "/api/keys", sdk, body).json()["key"]
+    wrong = keyformat.new_key("ak_")[1]
+    listing, _ = doc_commands()
+    assert STORED_AUTH_ONLY in listing
+    details = {
+        wrong: "A valid API key is required, as a Bearer token.",
+        disabled: "This API key is disabled: it authenticates nothing until enabled.",
+    }
+    for key, detail in details.items():
+        env = inspector_env(tmp_path, server, key)
+        completed = run_as_written(listing, env)
+        assert completed.returncode == 3, completed.stderr
+        error = inspector_error(completed)
+        assert error["code"] == "auth_required"
+        problem = json.loads(error["message"].removeprefix("Error POSTing to endpoint: "))
+        assert (problem["status"], problem["detail"]) == (401, detail)
+        if key == wrong:  # what docs/mcp.md shows, as the Inspector prints it
+            assert {"error": error} == json.loads(fenced("json", '"auth_required"'))
+    interactive = run_as_written(listing.replace(STORED_AUTH_ONLY, ""), env)
+    assert inspector_error(interactive)["message"].startswith("Interactive OAuth requires a TTY")
