@@ -610,8 +610,11 @@ def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_inspector(on
     shown = keyformat.shown(keyformat.identifier_of(key))
     for _ in range(LIMIT["requests"]):
         assert inspect(env, "get_key", key=shown).structured_content["name"] == "inspected"
-    error = inspector_error(inspector_call(env, "get_key", key=shown))
+    completed = inspector_call(env, "get_key", key=shown)
+    assert completed.returncode == 1, completed.stderr  # as docs/mcp.md says
+    error = inspector_error(completed)
     assert error["status"] == 429
+    assert error["message"].startswith("Rate limited by the server (HTTP 429) on tools/call.")
     assert '"code":"rate_limited"' in error["message"]
     assert usage_total(server, sdk, key, THREE_AND_ONE_REFUSED) == THREE_AND_ONE_REFUSED
 
