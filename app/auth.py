@@ -12,6 +12,7 @@ from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
 from app import credentials, keyformat, limits, policy, queries, verdicts
+from app.challenges import Challenge
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -20,7 +21,7 @@ from app.queries import Holder
 from app.scopes import MANAGING_KINDS, exceeding, to_names
 from app.timestamps import seconds_since, utcnow
 
-CHALLENGE = ("WWW-Authenticate", 'Basic realm="api"')
+CHALLENGE = Challenge("Basic", "api")
 UNAUTHORIZED = "unauthorized"
 
 # The doors a key is checked at, as app/metrics.py counts their verdicts.
@@ -38,11 +39,16 @@ WAYS = {
 
 
 def unauthorized(
-    challenge: tuple[str, str] = CHALLENGE,
+    challenge: Challenge = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    presented: bool = False,
 ) -> ApiError:
+    """401: no valid key in one of `schemes`; `presented`: the request presented one in
+    them, which the challenge says was refused (app/challenges.py)."""
     ways = " or ".join(WAYS[scheme] for scheme in schemes)
-    return ApiError(401, UNAUTHORIZED, f"A valid API key is required, {ways}.", headers=[challenge])
+    detail = f"A valid API key is required, {ways}."
+    header = challenge.header(detail if presented else None)
+    return ApiError(401, UNAUTHORIZED, detail, headers=[header])
 
 
 def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
@@ -91,46 +97,75 @@ def found(
     return holder
 
 
-def use(holder: Holder, address: Callable[[], str | None], door: str) -> policy.Verdict:
+def _judged(
+    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool
+) -> policy.Verdict:
+    """The policy's verdict on a found key at `door`, counted: in the metrics, and in the
+    key's usage when the request `is_use` (policy.verdict says what is no use)."""
+    decided = policy.verdict(holder.caller, address, is_use)
+    checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id if is_use else None)
+    return decided
+
+
+def use(
+    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool = True
+) -> policy.Verdict:
     """The policy's verdict on a found key used at `door` (counted) from the client
-    `address()` gives; a key it lets through has its use recorded."""
-    decided = policy.verdict(holder.caller, address)
-    checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id)
+    `address()` gives; a key it lets through has its use recorded (`last_used`: any request
+    it authenticates, one that is no use included)."""
+    decided = _judged(holder, address, door, is_use)
     if decided.refusal is None:
         record_use(holder.caller.identifier, holder.last_used)
     return decided
 
 
+def _admit(decided: policy.Verdict, challenge: Challenge) -> None:
+    """The key's RateLimit and Quota headers on the answer, when it has a limit or quota
+    of its own, and the verdict's refusal raised, if any."""
+    if decided is not policy.USABLE:  # refused, or with a limit of its own
+        policy.answer_with_headers(decided)
+        if decided.refusal is not None:
+            raise policy.refusal(decided, challenge)
+
+
 def authenticate(
     rate: str = limits.PER_KEY,
-    challenge: tuple[str, str] = CHALLENGE,
+    challenge: Challenge = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
     organization_id: int | None = ANY_ORGANIZATION,
     door: str = REST,
     facts: bool = False,
+    is_use: bool = True,
 ) -> Holder:
     """The key this request's Authorization presents in one of `schemes` (of the
     organization `organization_id`, when one is named) at `door`, which its policy lets
     through from the client's address, as the read found it (its `caller`, and its `facts`
     when asked: forward auth answers the organization's name): 429 past the abuse limits
     (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
-    refusal otherwise."""
+    refusal otherwise. A request that `is_use` not (policy.verdict) spends nothing of the
+    key's own limit and quota and is in no key's usage; spend() makes it a use later."""
     limits.attempt()  # a failed authentication unless the key proves valid
-    presented = credentials.presented(request.headers.get("Authorization"))
+    header = request.headers.get("Authorization")
+    presented = credentials.presented(header)
     valid = presented is not None and presented.scheme in schemes
     holder = found(presented.key, organization_id, facts) if valid else None
     if holder is None:
-        raise refused(door, unauthorized(challenge, schemes))
-    decided = use(holder, limits.client_address, door)
-    if decided is not policy.USABLE:  # refused, or with a limit of its own
-        policy.answer_with_headers(decided)
-        if decided.refusal is not None:
-            if decided.refusal in policy.SPENT:  # a key spent by its holder guesses nothing
-                limits.forgive()
-            raise policy.refusal(decided, challenge)
-    limits.forgive()
+        sent = credentials.scheme_of(header) in schemes
+        raise refused(door, unauthorized(challenge, schemes, sent))
+    decided = use(holder, limits.client_address, door, is_use)
+    if decided.refusal is None or decided.refusal in policy.SPENT:
+        limits.forgive()  # a valid key, or one spent by its holder: it guessed nothing
+    _admit(decided, challenge)
     limits.count_use(holder.caller.identifier, rate)
     return holder
+
+
+def spend(holder: Holder, door: str, challenge: Challenge) -> None:
+    """The request that authenticate() let `holder` through as no use turns out to be one
+    (MCP's tools/call, once its body is read): the policy judges it again, its own limit
+    spent, and counts it in the key's usage; its refusal raised as authenticate() does.
+    `last_used` and the abuse limits have counted the request already."""
+    _admit(_judged(holder, limits.client_address, door, is_use=True), challenge)
 
 
 def require_held(required: int, held: int, door: str) -> None:

@@ -45,6 +45,13 @@ class Caller(NamedTuple):
     quota_counter: str | None = None
 
 
+def scheme_of(header: str | None) -> str | None:
+    """The scheme (lowercase) of an Authorization header that carries something after it,
+    well formed or not; None for no header or a scheme alone."""
+    scheme, _, value = (header or "").partition(" ")
+    return scheme.lower() if value.strip(" \t") else None
+
+
 def presented(header: str | None) -> Presented | None:
     """The key of `Basic base64(<key>:)` (password ignored; no colon: the key alone) or
     `Bearer <key>`; None for no header, another scheme, an unreadable value, or a value

@@ -110,7 +110,9 @@ RATELIMIT_HEADERS = {
 ERROR_HEADERS = {
     401: {
         "WWW-Authenticate": {
-            "description": '`Basic realm="api"`; `Bearer realm="mcp"` on /mcp.',
+            "description": '`Basic realm="api"`; `Bearer realm="mcp"` on /mcp, with '
+            '`error="invalid_token"` and the detail as `error_description` for a key '
+            "presented and refused (RFC 6750 section 3.1).",
             "required": True,
             "schema": {"type": "string"},
         }

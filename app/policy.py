@@ -17,6 +17,7 @@ from typing import NamedTuple
 from flask import Response, after_this_request
 
 from app import limits
+from app.challenges import Challenge
 from app.credentials import Caller
 from app.errors import ApiError
 from app.limits import Allowance
@@ -72,17 +73,21 @@ class Verdict(NamedTuple):
 USABLE = Verdict(None)
 
 
-def verdict(key: Caller, address: Callable[[], str | None]) -> Verdict:
+def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True) -> Verdict:
     """Whether `key` may be used now from the client `address()` gives (asked only of a
     key with allowed_ips; None: unknown, which no allow list takes); a use under its own
-    limit is spent here. USABLE itself for a key that may and has no limit of its own."""
+    limit is spent here. USABLE itself for a key that may and has no limit of its own.
+
+    A request that `is_use` not (a message of MCP's protocol other than tools/call,
+    CONTRACT.md section 20) is judged on all but the limit and the quota, which it neither
+    spends nor meets: USABLE when the key may be used."""
     if key.expires_at is not None and key.expires_at <= utcnow():
         return Verdict(EXPIRED_KEY)
     if not key.enabled:
         return Verdict(DISABLED_KEY)
     if key.allowed_ips and not allowed_address(address(), tuple(key.allowed_ips)):
         return Verdict(IP_NOT_ALLOWED)
-    if key.rate_limit_requests is None and key.quota_requests is None:
+    if not is_use or (key.rate_limit_requests is None and key.quota_requests is None):
         return USABLE
     spent = limits.spend_key(key)  # the rate limit, then the quota: both or neither
     return Verdict(
@@ -113,12 +118,12 @@ def _networks(
     return tuple(ipaddress.ip_network(entry) for entry in entries)
 
 
-def refusal(decided: Verdict, challenge: tuple[str, str]) -> ApiError:
-    """The error a door answers for a refused verdict: 401 with `challenge`, 403, or 429
-    with Retry-After."""
+def refusal(decided: Verdict, challenge: Challenge) -> ApiError:
+    """The error a door answers for a refused verdict: 401 with `challenge` (saying why the
+    key presented is refused), 403, or 429 with Retry-After."""
     code = decided.refusal or RATE_LIMITED  # only a refused verdict is answered so
     status, detail = REFUSALS[code]
-    headers = [challenge] if status == 401 else []
+    headers = [challenge.header(detail)] if status == 401 else []
     if decided.allowance is not None and code == RATE_LIMITED:
         headers.append(("Retry-After", str(decided.allowance.reset)))
     if decided.quota is not None and code == QUOTA_EXCEEDED and decided.quota.reset is not None:

@@ -14,10 +14,12 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy.exc import OperationalError
 
 from app import keyformat, openapi
+from app.challenges import Challenge
 from app.keys import service
 from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
 from app.mcp import server as mcp_server
@@ -115,16 +117,28 @@ def test_mcp_disabled_is_an_unknown_path_and_out_of_the_document(make_app, datab
 # Authentication (section 13): a Bearer sdk_integration key, nothing else.
 
 
-def assert_unauthorized(response) -> None:
+NEEDED = "A valid API key is required, as a Bearer token."
+
+
+def invalid_token(detail: str) -> str:
+    """The challenge of a 401 for a Bearer token the request presented (RFC 6750 section
+    3.1): its error code and the 401's detail, which hosts show."""
+    return f'Bearer realm="mcp", error="invalid_token", error_description="{detail}"'
+
+
+def assert_unauthorized(response, presented: bool = True) -> None:
+    """401 `unauthorized`; its challenge says invalid_token for a Bearer token presented,
+    and nothing more than the realm for none (RFC 6750 section 3.1: no error code then)."""
     assert response.status_code == 401, response.get_data(as_text=True)
-    assert response.headers["WWW-Authenticate"] == 'Bearer realm="mcp"'
+    challenge = invalid_token(NEEDED) if presented else 'Bearer realm="mcp"'
+    assert response.headers.get_all("WWW-Authenticate") == [challenge]
     assert response.mimetype == "application/problem+json"
     assert response.json["code"] == "unauthorized"
-    assert response.json["detail"] == "A valid API key is required, as a Bearer token."
+    assert response.json["detail"] == NEEDED
 
 
 def test_no_key_is_401_with_a_bearer_challenge(client, org):
-    assert_unauthorized(rpc(client, None, "tools/list"))
+    assert_unauthorized(rpc(client, None, "tools/list"), presented=False)
 
 
 def test_an_sdk_key_as_basic_credentials_is_401(client, org):
@@ -134,24 +148,25 @@ def test_an_sdk_key_as_basic_credentials_is_401(client, org):
         headers={"Accept": ACCEPT},
         auth=(org.sdk, ""),
     )
-    assert_unauthorized(response)
+    assert_unauthorized(response, presented=False)  # no Bearer token
 
 
 @pytest.mark.parametrize(
-    "presented",
+    "presented, token",
     [
-        keyformat.new_key("ak_")[1],  # well formed, unknown
-        "ak_shortandwrong",
-        "",
+        (keyformat.new_key("ak_")[1], True),  # well formed, unknown
+        ("ak_shortandwrong", True),
+        ("", False),
     ],
+    ids=["unknown", "malformed", "empty"],
 )
-def test_an_unknown_or_malformed_bearer_key_is_401(client, org, presented):
+def test_an_unknown_or_malformed_bearer_key_is_401(client, org, presented, token):
     response = client.post(
         "/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         headers={"Accept": ACCEPT, "Authorization": f"Bearer {presented}"},
     )
-    assert_unauthorized(response)
+    assert_unauthorized(response, presented=token)
 
 
 def test_a_deleted_key_is_401_on_its_next_call(client, org, make_key):
@@ -160,6 +175,50 @@ def test_a_deleted_key_is_401_on_its_next_call(client, org, make_key):
     deleted = client.delete(f"/api/keys/{doomed}", auth=(org.sdk, ""))
     assert deleted.status_code == 204
     assert_unauthorized(rpc(client, doomed, "tools/list"))
+
+
+def test_the_challenge_reads_as_the_python_sdk_reads_it(client, org, make_key, sql):
+    """The `mcp` SDK's own parser of WWW-Authenticate finds the error code and the 401's
+    detail in it, an expired key's included."""
+    expired = make_key("sdk_integration")
+    sql(
+        "UPDATE api_keys SET expires_at = :past WHERE identifier = :key",
+        past=PAST_NAIVE,
+        key=keyformat.identifier_of(expired),
+    )
+    for key, code in (("ak_wrong", "unauthorized"), (expired, "expired_key")):
+        response = rpc(client, key, "tools/list")
+        assert response.json["code"] == code
+        assert extract_field_from_www_auth(response, "error") == "invalid_token"
+        description = extract_field_from_www_auth(response, "error_description")
+        assert description == response.json["detail"]
+        assert extract_field_from_www_auth(response, "realm") == "mcp"
+    bare = rpc(client, None, "tools/list")
+    assert extract_field_from_www_auth(bare, "error") is None
+
+
+def test_an_error_description_holds_only_what_rfc_6750_allows():
+    header = Challenge("Bearer", "mcp").header('It said "no" \\ to caf\u00e9\n')
+    described = 'Bearer realm="mcp", error="invalid_token", error_description="It said no  to caf"'
+    assert header == ("WWW-Authenticate", described)
+    assert Challenge("Basic", "api").header("refused") == ("WWW-Authenticate", 'Basic realm="api"')
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ],
+)
+def test_no_authorization_server_is_advertised(client, path):
+    """The service takes API keys, not OAuth tokens: no protected-resource metadata (MCP's
+    authorization specification: with none found, a client aborts its discovery)."""
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response.json["code"] == "not_found"
 
 
 @pytest.mark.parametrize(

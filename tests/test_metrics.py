@@ -305,7 +305,8 @@ def test_key_checks_are_counted_by_door_and_outcome(app, client, org, make_key, 
 
 def test_the_policys_refusals_are_counted_by_their_code_at_every_door(client, org):
     """A disabled key, one used from outside its allowed_ips, one past its own rate limit
-    (CONTRACT.md section 15): each door counts the policy's code."""
+    (CONTRACT.md section 15; at /mcp, a tool call: section 20): each door counts the
+    policy's code."""
     policies = {
         "disabled_key": {"enabled": False},
         "ip_not_allowed": {"allowed_ips": ["10.0.0.0/8"]},
@@ -319,7 +320,9 @@ def test_the_policys_refusals_are_counted_by_their_code_at_every_door(client, or
         if code == "rate_limited":
             assert client.get("/api/keys", auth=(key, "")).status_code == 200
         assert client.get("/api/keys", auth=(key, "")).json["code"] == code
-        assert client.post("/mcp", headers={"Authorization": f"Bearer {key}"}).json["code"] == code
+        tool_call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}  # a use at /mcp
+        mcp = client.post("/mcp", json=tool_call, headers={"Authorization": f"Bearer {key}"})
+        assert mcp.json["code"] == code
         assert client.get("/api/forward-auth", auth=(key, "")).json["code"] == code
         asked = client.post("/api/introspect", data={"token": key}, auth=(org.sdk, ""))
         assert asked.json == {"active": False, "code": code} | (

@@ -10,10 +10,11 @@ import json
 import re
 
 import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from app.keyformat import identifier_of, new_key
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
-from tests.test_mcp import bearer, rpc
+from tests.test_mcp import ACCEPT, bearer, invalid_token
 
 FORWARD = "/api/forward-auth"
 INTROSPECT = "/api/introspect"
@@ -164,26 +165,105 @@ def test_a_changed_limit_counts_afresh(client, org, policy_key):
     assert client.get(FORWARD, auth=(key, "")).status_code == 204
 
 
-# /mcp
+# /mcp: uses are tool calls (CONTRACT.md section 20); the policy refuses every message.
+
+INITIALIZE = {
+    "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
+    "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"},
+}
+# (method, params, whether it is a request with an id): every message but tools/call.
+HANDSHAKE = (
+    ("initialize", INITIALIZE, True),
+    ("notifications/initialized", None, False),
+    ("tools/list", None, True),
+    ("ping", None, True),
+)
+TOOL_CALL = ("tools/call", {"name": "get_key", "arguments": {"key": "ak_unknown"}}, True)
 
 
-def test_mcp_refuses_a_disabled_key_with_its_bearer_challenge(client, policy_key):
+def send(client, key: str, method: str, params: dict | None, request: bool = True, **environ):
+    """One MCP message: a request (with an id) or a notification."""
+    message = {"jsonrpc": "2.0", "method": method} | ({"id": 7} if request else {})
+    if params is not None:
+        message["params"] = params
+    headers = bearer(key) | {"Accept": ACCEPT}
+    return client.post("/mcp", json=message, headers=headers, environ_base=environ)
+
+
+def limited_sdk_key(policy_key, requests: int) -> str:
+    limit = {"requests": requests, "seconds": 60}
+    return policy_key(scopes=(), kind="sdk_integration", rate_limit=limit)
+
+
+@pytest.mark.parametrize("message", [*HANDSHAKE, TOOL_CALL], ids=lambda message: message[0])
+def test_mcp_refuses_a_disabled_key_with_its_bearer_challenge_for_every_message(
+    client, policy_key, message
+):
     key = policy_key(scopes=(), kind="sdk_integration", enabled=False)
-    answer = rpc(client, key, "tools/list")
+    answer = send(client, key, *message)
     refused(answer, 401, "disabled_key")
-    assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mcp"'
+    assert answer.headers.get_all("WWW-Authenticate") == [invalid_token(answer.json["detail"])]
+    assert answer.json["detail"].startswith("This API key is disabled")
 
 
-def test_mcp_refuses_an_address_and_a_spent_limit(client, policy_key):
+@pytest.mark.parametrize("message", [*HANDSHAKE, TOOL_CALL], ids=lambda message: message[0])
+def test_mcp_refuses_an_address_and_an_expired_key_for_every_message(
+    client, policy_key, sql, message
+):
     outside = policy_key(scopes=(), kind="sdk_integration", allowed_ips=["10.0.0.0/8"])
-    refused(rpc(client, outside, "tools/list"), 403, "ip_not_allowed")
-    limited = policy_key(
-        scopes=(), kind="sdk_integration", rate_limit={"requests": 1, "seconds": 9}
-    )
-    assert rpc(client, limited, "tools/list").status_code == 200
-    answer = rpc(client, limited, "tools/list")
-    refused(answer, 429, "rate_limited")
-    assert "Retry-After" in answer.headers
+    refused(send(client, outside, *message, **ELSEWHERE), 403, "ip_not_allowed")
+    assert send(client, outside, *message, **INSIDE).status_code < 400
+    expired = policy_key(scopes=(), kind="sdk_integration")
+    expire(sql, expired)
+    refused(send(client, expired, *message), 401, "expired_key")
+
+
+def test_at_mcp_only_tool_calls_spend_a_keys_own_limit(client, policy_key):
+    """A host's handshake and listing spend nothing: with 3 a minute, 3 tool calls pass
+    after them, the 4th is 429, and the protocol's other messages still pass after it."""
+    key = limited_sdk_key(policy_key, 3)
+    for message in HANDSHAKE:
+        answer = send(client, key, *message)
+        assert answer.status_code in (200, 202), (message, answer.data)
+        assert "RateLimit" not in answer.headers  # no use, nothing counted
+    calls = [send(client, key, *TOOL_CALL) for _ in range(4)]
+    assert [answer.status_code for answer in calls] == [200, 200, 200, 429]
+    assert [remaining(answer)[0] for answer in calls] == [2, 1, 0, 0]
+    refused(calls[3], 429, "rate_limited")
+    assert 0 < int(calls[3].headers["Retry-After"]) <= 60
+    for message in HANDSHAKE:
+        assert send(client, key, *message).status_code in (200, 202), message
+
+
+def test_a_batch_of_tool_calls_is_400_before_the_protocol_and_spends_nothing(
+    client, org, policy_key
+):
+    key = limited_sdk_key(policy_key, 1)
+    create = {"name": "create_key", "arguments": {"name": "b", "kind": "custom"}}
+    batch = [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": create} for n in (1, 2)]
+    answer = client.post("/mcp", json=batch, headers=bearer(key) | {"Accept": ACCEPT})
+    refused(answer, 400, "bad_request")
+    names = [made["name"] for made in client.get("/api/keys", auth=(org.sdk, "")).json["data"]]
+    assert "b" not in names
+    assert send(client, key, *TOOL_CALL).status_code == 200  # the one use is still there
+
+
+@pytest.mark.parametrize(
+    "params, request_",
+    [
+        (None, True),  # no params: no tool named
+        ({"name": "get_key", "arguments": "not an object"}, True),
+        ({"name": 7}, True),
+        (TOOL_CALL[1], False),  # as a notification: no id
+    ],
+    ids=["no params", "arguments not an object", "name not a string", "notification"],
+)
+def test_a_malformed_tool_call_is_answered_and_spends_a_use(client, policy_key, params, request_):
+    key = limited_sdk_key(policy_key, 1)
+    answer = send(client, key, "tools/call", params, request_)
+    assert answer.status_code < 500, answer.data
+    refused(send(client, key, *TOOL_CALL), 429, "rate_limited")
 
 
 # Forward auth

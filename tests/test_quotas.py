@@ -11,7 +11,7 @@ import pytest
 
 from app import limits, periods
 from app.quotas import service as quotas
-from tests.test_mcp import call, refused
+from tests.test_mcp import call, listed, refused, rpc
 from tests.test_policy import create, events, rotate, update
 
 DAY = {"requests": 3, "period": "day"}
@@ -270,3 +270,17 @@ def test_a_caller_with_a_quota_gives_no_more_and_takes_its_own_by_default(client
     answer = update(client, caller, caller[:15], quota={"requests": 11, "period": "day"})
     assert answer.status_code == 403
     assert read(client, org, caller)["quota"] == {"requests": 10, "period": "day"}
+
+
+def test_at_mcp_only_tool_calls_spend_the_quota(client, org):
+    """CONTRACT.md section 20: the protocol's other messages spend none of it."""
+    quota = {"requests": 2, "period": "day"}
+    key = key_with(client, org, kind="sdk_integration", scopes=[], quota=quota)
+    for _ in range(3):
+        assert listed(client, key["key"])
+    assert rpc(client, key["key"], "ping").status_code == 200
+    for _ in range(2):
+        assert call(client, key["key"], "list_keys", {}).get("isError") is not True
+    answer = rpc(client, key["key"], "tools/call", {"name": "list_keys", "arguments": {}})
+    assert_quota_exceeded(answer)
+    assert read(client, org, key["key"])["quota_remaining"] == 0

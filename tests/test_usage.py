@@ -15,7 +15,15 @@ from app import usage_counter
 from app.keyformat import identifier_of
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import call, listed
-from tests.test_policy_doors import ELSEWHERE, expire, policy_key  # noqa: F401 (a fixture)
+from tests.test_policy_doors import (  # noqa: F401 (policy_key: a fixture)
+    ELSEWHERE,
+    HANDSHAKE,
+    TOOL_CALL,
+    expire,
+    limited_sdk_key,
+    policy_key,
+    send,
+)
 
 FORWARD = "/api/forward-auth"
 
@@ -100,6 +108,22 @@ def test_a_key_let_in_then_refused_by_a_rule_is_one_refusal(client, org, make_ke
     assert usage_of(client, org, narrow)["total"] == {
         "allowed": 0,
         "refused": {"forbidden": 1, "scope_exceeds_caller": 1},
+    }
+
+
+def test_at_mcp_the_uses_are_the_tool_calls(client, org, policy_key):  # noqa: F811
+    """A host's handshake, listing and pings are no uses (CONTRACT.md section 20): the
+    usage shows the tool calls alone, the one its limit refused included."""
+    key = limited_sdk_key(policy_key, 3)
+    for _ in range(2):
+        for message in HANDSHAKE:
+            assert send(client, key, *message).status_code in (200, 202)
+    calls = [send(client, key, *TOOL_CALL).status_code for _ in range(4)]
+    assert calls == [200, 200, 200, 429]
+    send(client, key, "tools/call", None)  # malformed: still a use, spent and refused
+    assert usage_of(client, org, key)["total"] == {
+        "allowed": 3,
+        "refused": {"rate_limited": 2},
     }
 
 

@@ -1,9 +1,10 @@
 """POST /mcp: the MCP server's endpoint (CONTRACT.md section 13). What comes before the
 protocol is the service's own, as on every endpoint, in the problem shape: routing (GET and
 DELETE, an event stream and a session's end, which a stateless server has none of, are 405
-before the SDK sees them), authentication and its abuse limits, `last_used`, and the body
-(415, 413, 400: a JSON object). The protocol is the SDK's (app/mcp/server.py), made on this
-worker's first /mcp request."""
+before the SDK sees them), authentication and its abuse limits, `last_used`, the body (415,
+413, 400: a JSON object), and, for a tool call, the key's own limit and usage (CONTRACT.md
+section 20: the protocol's other messages are no use of the key). The protocol is the
+SDK's (app/mcp/server.py), made on this worker's first /mcp request."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from flask import Blueprint, Flask, Response, current_app, g, request
 
 from app import auth, credentials
+from app.challenges import Challenge
 from app.errors import PROBLEM_JSON, ApiError
 from app.mcp import CALLER
 from app.operations import (
@@ -34,7 +36,11 @@ if TYPE_CHECKING:  # imported on first use only: it imports the SDK
 
 bp = Blueprint("mcp", __name__, url_prefix="/mcp")
 
-CHALLENGE = ("WWW-Authenticate", 'Bearer realm="mcp"')
+CHALLENGE = Challenge("Bearer", "mcp")
+# The one message that is a use of the key (CONTRACT.md section 20): the protocol's others
+# (initialize, notifications, tools/list, ping, server/discover) are under the abuse
+# limits alone.
+TOOL_CALL = "tools/call"
 _BUILDING = threading.Lock()
 
 JSON_RPC_MESSAGE = {
@@ -60,11 +66,14 @@ JSON_RPC_MESSAGE = {
 @bp.before_request
 def authenticate() -> None:
     """An sdk_integration key as a Bearer token, behind the abuse limits: 401 with a Bearer
-    challenge for none, another scheme, or a bad or deleted key; 403 for a key of
-    another kind."""
-    g.caller = auth.authenticate(
-        challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP
-    ).caller
+    challenge for none, another scheme, or a bad or deleted key (saying invalid_token for a
+    token presented, app/challenges.py); 403 for a key of another kind. The key's policy
+    refuses every message, but a message is a use of the key (its own limit, its usage)
+    only once its body shows a tool call: mcp() says."""
+    g.holder = auth.authenticate(
+        challenge=CHALLENGE, schemes=(credentials.BEARER,), door=auth.MCP, is_use=False
+    )
+    g.caller = g.holder.caller
     if g.caller.kind != SDK_INTEGRATION:
         only = "Only an sdk_integration key may use the MCP server."
         raise auth.refused(auth.MCP, ApiError(403, "forbidden", only))
@@ -91,8 +100,11 @@ def _runtime(app: Flask) -> Runtime:
         "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
         "Its tools are the twins of the key operations (see docs/mcp.md). Needs an "
         "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
-        '(`WWW-Authenticate: Bearer realm="mcp"`), another kind of key 403. The body is read '
-        "as every JSON body is (415, 413, 400) before the protocol sees it.",
+        '(`WWW-Authenticate: Bearer realm="mcp"`, with `error="invalid_token"` and the '
+        "detail as `error_description` for a key presented), another kind of key 403. The "
+        "body is read as every JSON body is (415, 413, 400) before the protocol sees it. "
+        "A `tools/call` is a use of the key, which its own rate limit (429) and its usage "
+        "count; the protocol's other messages are not.",
         200,
         "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
         (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
@@ -119,7 +131,10 @@ def _runtime(app: Flask) -> Runtime:
     )
 )
 def mcp() -> Response:
-    body = json.dumps(json_object()).encode()  # read as every JSON body is: 415, 413, 400
+    message = json_object()  # read as every JSON body is: 415, 413, 400 (a batch included)
+    if message.get("method") == TOOL_CALL:  # well formed or not: whatever may run a tool
+        auth.spend(g.holder, auth.MCP, CHALLENGE)
+    body = json.dumps(message).encode()
     environ = {
         **request.environ,
         "wsgi.input": io.BytesIO(body),

@@ -18,6 +18,7 @@ import shlex
 import shutil
 import string
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
@@ -239,12 +241,21 @@ def test_the_authentication_rules_as_the_official_client_meets_them(server):
             "Authorization": "Basic " + base64.b64encode(f"{sdk}:".encode()).decode()
         },
     }
+    presented = {"an unknown key", "a malformed key"}  # a Bearer token, refused
     for case, headers in unauthorized.items():
         answer = asyncio.run(refused_connection(server, headers))
         assert answer.status_code == 401, case
-        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mcp"', case
         assert answer.headers["Content-Type"] == "application/problem+json", case
         assert answer.json()["code"] == "unauthorized", case
+        # The challenge, as the SDK's own parser reads it: RFC 6750's invalid_token and the
+        # 401's detail for a Bearer token presented; the realm alone for none.
+        assert extract_field_from_www_auth(answer, "realm") == "mcp", case
+        error = extract_field_from_www_auth(answer, "error")
+        description = extract_field_from_www_auth(answer, "error_description")
+        if case in presented:
+            assert (error, description) == ("invalid_token", answer.json()["detail"]), case
+        else:
+            assert answer.headers["WWW-Authenticate"] == 'Bearer realm="mcp"', case
     for case, key in {"telemetry": telemetry, "custom, every scope": custom}.items():
         answer = asyncio.run(refused_connection(server, bearer(key)))
         assert answer.status_code == 403, case
@@ -284,7 +295,11 @@ def test_a_deleted_key_fails_on_its_next_call_on_every_worker(server):
     asyncio.run(delete())
     after = in_parallel(4 * WORKERS, lambda: post(server, doomed, TOOLS_LIST))
     assert [status for status, _, _ in after] == [401] * (4 * WORKERS)
-    assert all(headers["WWW-Authenticate"] == 'Bearer realm="mcp"' for _, headers, _ in after)
+    refused_token = (
+        'Bearer realm="mcp", error="invalid_token", '
+        'error_description="A valid API key is required, as a Bearer token."'
+    )
+    assert all(headers["WWW-Authenticate"] == refused_token for _, headers, _ in after)
 
 
 def runs_the_sdk(pid: int) -> bool:
@@ -407,7 +422,7 @@ def printed(completed: subprocess.CompletedProcess) -> dict:
     return result
 
 
-def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
+def inspector_call(env: dict[str, str], tool: str, **arguments) -> subprocess.CompletedProcess:
     """One tools/call through the Inspector's CLI, connected with the very flags of
     docs/mcp.md's first command; the arguments as `--tool-arg` pairs (JSON unless a
     string)."""
@@ -416,14 +431,31 @@ def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
     pairs = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in arguments.items()]
     command = [str(INSPECTOR), *(string.Template(part).substitute(env) for part in connection)]
     command += ["--method", "tools/call", "--tool-name", tool, "--tool-arg", *pairs]
-    return CallToolResult.model_validate(printed(run(command, env, check=False)))
+    return run(command, env, check=False)
 
 
-def as_written(command: str, env: dict[str, str]) -> dict:
+def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
+    """A tools/call's result through the Inspector's CLI (inspector_call)."""
+    return CallToolResult.model_validate(printed(inspector_call(env, tool, **arguments)))
+
+
+def inspector_error(completed: subprocess.CompletedProcess) -> dict:
+    """The error an Inspector run printed instead of a result: the last line of its standard
+    error, as JSON."""
+    assert completed.returncode not in (0, 5), completed.stdout
+    return json.loads(completed.stderr.splitlines()[-1])["error"]
+
+
+def run_as_written(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     """One of docs/mcp.md's commands, run by the shell as written, from where npx finds
     the pinned Inspector without the network."""
     in_place = f"cd {shlex.quote(str(INSPECTOR_DIR))} && {command}"
-    return printed(run(["bash", "-c", in_place], env, check=False))
+    return run(["bash", "-c", in_place], env, check=False)
+
+
+def as_written(command: str, env: dict[str, str]) -> dict:
+    """The result one of docs/mcp.md's commands prints."""
+    return printed(run_as_written(command, env))
 
 
 @needs_inspector
@@ -507,3 +539,116 @@ def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, tmp_path):
         answer = server.request(method, path, sdk, body)
         assert answer.status >= 400, tool
         assert refused(inspect(env, tool, **arguments)) == answer.json(), tool
+
+
+# Uses are tool calls (CONTRACT.md section 20): what a host sends around them (its
+# handshake, tools/list, the Inspector's GET) spends nothing of a key's own limit. One
+# worker: memory:// counts a key's limit in each worker's own memory.
+
+LIMIT = {"requests": 3, "seconds": 60}
+THREE_AND_ONE_REFUSED = {"allowed": 3, "refused": {"rate_limited": 1}}
+
+
+@pytest.fixture
+def one_worker(start_server):
+    return start_server(workers=1, env={"USAGE_FLUSH_SECONDS": "0.2"})
+
+
+def limited_key(server, sdk: str, name: str) -> str:
+    body = {"name": name, "kind": "sdk_integration", "rate_limit": LIMIT}
+    made = server.request("POST", "/api/keys", sdk, body)
+    assert made.status == 201, made.body
+    return made.json()["key"]
+
+
+def usage_total(server, sdk: str, key: str, expected: dict) -> dict:
+    """The key's usage total once its worker has written `expected`, or after 10 seconds
+    whatever it is."""
+    path = f"/api/keys/{keyformat.shown(keyformat.identifier_of(key))}/usage"
+    deadline = time.monotonic() + 10
+    while True:
+        total = server.request("GET", path, sdk).json()["total"]
+        if total == expected or time.monotonic() > deadline:
+            return total
+        time.sleep(0.1)
+
+
+async def past_the_limit(server, key: str, mode: str, seen: list[httpx2.Response]) -> None:
+    """A host's session: connect, list the tools, call one until the key's limit refuses
+    it, list them again."""
+    async with connected(server, bearer(key), mode, seen) as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == list(TOOLS)
+        for _ in range(LIMIT["requests"]):
+            assert not (await client.call_tool("get_key", {"key": key})).is_error
+        with pytest.raises(MCPError):
+            await client.call_tool("get_key", {"key": key})
+        await client.list_tools()  # the protocol's other messages still pass
+
+
+def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_official_client(one_worker):
+    server = one_worker
+    sdk = sdk_key(server)
+    for mode in sorted(MODES):
+        key = limited_key(server, sdk, mode)
+        seen: list[httpx2.Response] = []
+        asyncio.run(past_the_limit(server, key, mode, seen))
+        [refusal] = [answer for answer in seen if answer.status_code == 429]
+        assert refusal.json()["code"] == "rate_limited", mode
+        assert int(refusal.headers["Retry-After"]) > 0
+        assert seen[-1].status_code == 200
+        assert usage_total(server, sdk, key, THREE_AND_ONE_REFUSED) == THREE_AND_ONE_REFUSED
+
+
+@needs_inspector
+def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_inspector(one_worker, tmp_path):
+    """Each Inspector run connects afresh (initialize, its notification, a GET, tools/list)
+    before its one tool call."""
+    server = one_worker
+    sdk = sdk_key(server)
+    key = limited_key(server, sdk, "inspected")
+    env = inspector_env(tmp_path, server, key)
+    shown = keyformat.shown(keyformat.identifier_of(key))
+    for _ in range(LIMIT["requests"]):
+        assert inspect(env, "get_key", key=shown).structured_content["name"] == "inspected"
+    completed = inspector_call(env, "get_key", key=shown)
+    assert completed.returncode == 1, completed.stderr  # as docs/mcp.md says
+    error = inspector_error(completed)
+    assert error["status"] == 429
+    assert error["message"].startswith("Rate limited by the server (HTTP 429) on tools/call.")
+    assert '"code":"rate_limited"' in error["message"]
+    assert usage_total(server, sdk, key, THREE_AND_ONE_REFUSED) == THREE_AND_ONE_REFUSED
+
+
+# A wrong key (issue 36): what the Inspector shows.
+
+STORED_AUTH_ONLY = " --stored-auth-only"
+
+
+@needs_inspector
+def test_a_wrong_key_shows_the_services_reason_in_the_inspector(server, tmp_path):
+    """docs/mcp.md's command as written, with a wrong key and a disabled one: the Inspector
+    prints the service's 401, whose detail says why. Without --stored-auth-only, which the
+    docs' commands carry, it starts OAuth on any 401, whatever the challenge says, and
+    without a terminal stops there (docs/mcp.md)."""
+    sdk = sdk_key(server)
+    body = {"name": "off", "kind": "sdk_integration", "enabled": False}
+    disabled = server.request("POST", "/api/keys", sdk, body).json()["key"]
+    wrong = keyformat.new_key("ak_")[1]
+    listing, _ = doc_commands()
+    assert STORED_AUTH_ONLY in listing
+    details = {
+        wrong: "A valid API key is required, as a Bearer token.",
+        disabled: "This API key is disabled: it authenticates nothing until enabled.",
+    }
+    for key, detail in details.items():
+        env = inspector_env(tmp_path, server, key)
+        completed = run_as_written(listing, env)
+        assert completed.returncode == 3, completed.stderr
+        error = inspector_error(completed)
+        assert error["code"] == "auth_required"
+        problem = json.loads(error["message"].removeprefix("Error POSTing to endpoint: "))
+        assert (problem["status"], problem["detail"]) == (401, detail)
+        if key == wrong:  # what docs/mcp.md shows, as the Inspector prints it
+            assert {"error": error} == json.loads(fenced("json", '"auth_required"'))
+    interactive = run_as_written(listing.replace(STORED_AUTH_ONLY, ""), env)
+    assert inspector_error(interactive)["message"].startswith("Interactive OAuth requires a TTY")
