@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, policy, queries, verdicts
+from app import addresses, credentials, keyformat, limits, policy, queries, verdicts
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -122,7 +122,7 @@ def authenticate(
     if holder is None:
         limits.count_failure()
         raise refused(door, unauthorized(challenge, schemes))
-    decided = use(holder, limits.client_address, door)
+    decided = use(holder, addresses.client_address, door)
     if decided is not policy.USABLE:  # refused, or with a limit of its own
         policy.answer_with_headers(decided)
         if decided.refusal is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import operator
 import re
@@ -21,7 +20,7 @@ from marshmallow import (
     validates_schema,
 )
 
-from app import keyformat
+from app import addresses, keyformat
 from app.arguments import PageArguments, Timestamp
 from app.queries import ACTIVE, EXPIRED
 from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
@@ -126,13 +125,14 @@ class QueryFlag(Flag):
 
 
 class Network(fields.String):
-    """An IPv4 or IPv6 address or CIDR network, normalised: `10.0.0.7` is `10.0.0.7/32`;
-    a network with host bits set is refused, as a likely mistake."""
+    """An IPv4 or IPv6 address or CIDR network, normalised: `10.0.0.7` is `10.0.0.7/32`,
+    `::ffff:10.0.0.0/104` is `10.0.0.0/8` (app/addresses.py); a network with host bits set
+    is refused, as a likely mistake."""
 
     def _deserialize(self, value, attr, data, **kwargs) -> str:
         text = super()._deserialize(value, attr, data, **kwargs)
         try:
-            return str(ipaddress.ip_network(text, strict=True))
+            return str(addresses.network(text))
         except ValueError as error:
             if "host bits" in str(error):
                 raise ValidationError(
