@@ -105,3 +105,43 @@ def test_a_forwarded_mapped_address_is_its_ipv4_address(client, org):
     assert answer.status_code == 204
     [event] = client.get("/api/audit?page_size=1", auth=(org.sdk, "")).json["data"]
     assert event["client_address"] == "203.0.113.7"
+
+
+def test_a_link_local_client_the_socket_names_with_its_zone_is_its_address(client, org):
+    """A connection's own address may carry its zone (`fe80::1%eth0`, as the socket writes
+    a link-local peer); a forwarded one may not (`::1%lo` is made up: test_metrics.py)."""
+    key = create(client, org.sdk, allowed_ips=["fe80::/64"]).json["key"]
+    environ = {"REMOTE_ADDR": "fe80::1%eth0"}
+    assert client.get("/api/forward-auth", auth=(key, ""), environ_base=environ).status_code == 204
+    made = client.post(
+        "/api/keys",
+        json={"name": "n", "kind": "telemetry"},
+        auth=(org.sdk, ""),
+        environ_base=environ,
+    )
+    assert made.status_code == 201
+    [event] = client.get("/api/audit?page_size=1", auth=(org.sdk, "")).json["data"]
+    assert event["client_address"] == "fe80::1"
+
+
+@pytest.mark.parametrize("app_config", [{"TRUSTED_PROXIES": 1}])
+def test_a_forwarded_address_with_a_zone_is_made_up_the_connections_counts(client, org):
+    """`::1%lo` from the trusted hop is no client's address: a key allowed only ::1 is
+    refused, and the audit log records the connection's."""
+    key = create(client, org.sdk, allowed_ips=["::1"]).json["key"]
+    forwarded = {"X-Forwarded-For": "::1%lo"}
+    elsewhere = {"REMOTE_ADDR": "192.0.2.1"}
+    answer = client.get(
+        "/api/forward-auth", auth=(key, ""), headers=forwarded, environ_base=elsewhere
+    )
+    assert answer.status_code == 403 and answer.json["code"] == "ip_not_allowed"
+    made = client.post(
+        "/api/keys",
+        json={"name": "n", "kind": "telemetry"},
+        auth=(org.sdk, ""),
+        headers=forwarded,
+        environ_base=elsewhere,
+    )
+    assert made.status_code == 201
+    [event] = client.get("/api/audit?page_size=1", auth=(org.sdk, "")).json["data"]
+    assert event["client_address"] == "192.0.2.1"
