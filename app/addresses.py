@@ -75,6 +75,8 @@ def client_address() -> str:
         connection = original.get("REMOTE_ADDR")
     else:
         connection = request.remote_addr
+        if connection and ":" not in connection:
+            return connection  # IPv4 as the socket writes it, normal already: no parsing
     own = parsed(connection, zone=True)
     return (connection or "-") if own is None else str(own)
 
