@@ -13,10 +13,20 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent
 
-# Where to listen: 127.0.0.1:5000 unless HOST and PORT say otherwise (HOST=0.0.0.0 to
-# serve other machines, behind a proxy that terminates TLS). Unlike gunicorn without this
-# file, PORT alone keeps the loopback address: nothing is exposed unless HOST says so.
-bind = [f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '5000')}"]
+
+def _bind(host: str, port: str) -> str:
+    """gunicorn's address for `host` and `port`: an IPv6 address in brackets (`[::1]:5000`),
+    which gunicorn would otherwise split at its last colon."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
+# Where to listen: 127.0.0.1:5000 unless HOST and PORT say otherwise (HOST=0.0.0.0 or ::
+# to serve other machines, behind a proxy that terminates TLS; HOST=::1 for IPv6 loopback).
+# Unlike gunicorn without this file, PORT alone keeps the loopback address: nothing is
+# exposed unless HOST says so.
+bind = [_bind(os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "5000"))]
 
 # Sync workers: each request is a few milliseconds of CPU and one or two indexed queries.
 # WEB_CONCURRENCY sets their number; by default two per CPU, plus one.

@@ -11,7 +11,7 @@ from datetime import datetime
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app import credentials, keyformat, limits, policy, queries, verdicts
+from app import addresses, credentials, keyformat, limits, policy, queries, verdicts
 from app.challenges import Challenge
 from app.credentials import Caller
 from app.errors import ApiError
@@ -152,7 +152,7 @@ def authenticate(
     if holder is None:
         sent = credentials.scheme_of(header) in schemes
         raise refused(door, unauthorized(challenge, schemes, sent))
-    decided = use(holder, limits.client_address, door, is_use)
+    decided = use(holder, addresses.client_address, door, is_use)
     if decided.refusal is None or decided.refusal in policy.SPENT:
         limits.forgive()  # a valid key, or one spent by its holder: it guessed nothing
     _admit(decided, challenge)
@@ -165,7 +165,7 @@ def spend(holder: Holder, door: str, challenge: Challenge) -> None:
     (MCP's tools/call, once its body is read): the policy judges it again, its own limit
     spent, and counts it in the key's usage; its refusal raised as authenticate() does.
     `last_used` and the abuse limits have counted the request already."""
-    _admit(_judged(holder, limits.client_address, door, is_use=True), challenge)
+    _admit(_judged(holder, addresses.client_address, door, is_use=True), challenge)
 
 
 def require_held(required: int, held: int, door: str) -> None:

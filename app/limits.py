@@ -15,16 +15,16 @@ errors switch over, never a client's request.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import time
 from typing import NamedTuple
 
-from flask import Flask, current_app, request
+from flask import Flask, current_app
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import Storage
 
 from app import counting, metrics, periods
+from app.addresses import client_address
 from app.counting import Counter
 from app.credentials import Caller
 from app.errors import RETRY_SHORTLY, ApiError
@@ -41,8 +41,6 @@ OWN = "key"
 QUOTA = "quota"
 RATE = "rate"
 RETRY_SECONDS = 10.0
-# The longest IP address in text: an IPv6 address with an IPv4 tail.
-_LONGEST_ADDRESS = len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")
 MESSAGES = {
     AUTH_FAILURES: "Too many failed authentications from this address; retry later.",
     PER_KEY: "Too many requests with this key; retry later.",
@@ -240,23 +238,6 @@ def init_app(app: Flask) -> None:
 def _limits() -> Limits | None:
     limits: Limits = current_app.extensions["limits"]
     return limits if limits.enabled else None
-
-
-def client_address() -> str:
-    """The client's address, as the limits count it and the audit log records it: the one
-    the trusted hop forwards (ProxyFix, behind TRUSTED_PROXIES) when it is an IP address,
-    else the connection's. A made-up value must not escape its count or reach the log."""
-    address = request.remote_addr or "-"
-    original = request.environ.get("werkzeug.proxy_fix.orig")
-    if original is None:
-        return address  # no trusted hop: the connection's own, from the server's socket
-    if len(address) <= _LONGEST_ADDRESS and "%" not in address:  # no IPv6 zone
-        try:
-            ipaddress.ip_address(address)
-            return address
-        except ValueError:
-            pass
-    return original.get("REMOTE_ADDR") or "-"
 
 
 def attempt() -> None:

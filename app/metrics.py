@@ -25,7 +25,6 @@ names, never paths, and the rest are fixed sets.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 from collections.abc import Iterator
 
@@ -44,7 +43,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import verdicts
+from app import addresses, verdicts
 from app.extensions import db
 from app.models import ApiKey
 from app.scopes import KINDS
@@ -208,19 +207,16 @@ bp = Blueprint("metrics", __name__)
 
 
 def _may_read() -> bool:
-    """With METRICS_TOKEN, its bearer only; without, a client on this machine: the address
-    the abuse limits see (TRUSTED_PROXIES' forwarded one) is loopback, so that a local
-    proxy's request for a remote client is not local."""
+    """With METRICS_TOKEN, its bearer only; without, a client on this machine that came by
+    itself: from loopback, with no forwarding header (app/addresses.py), so that a proxy on
+    this machine exposes nothing, whatever TRUSTED_PROXIES says."""
     token: str | None = current_app.config.get("METRICS_TOKEN")
     if token:
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
             presented.strip(" \t").encode("latin-1"), token.encode("ascii")
         )
-    try:
-        return ipaddress.ip_address(request.remote_addr or "").is_loopback
-    except ValueError:
-        return False
+    return addresses.is_local()
 
 
 @bp.get("/metrics")

@@ -10,13 +10,12 @@ abuse limits count, every door together) only when it has them."""
 from __future__ import annotations
 
 import functools
-import ipaddress
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from flask import Response, after_this_request
 
-from app import limits
+from app import addresses, limits
 from app.challenges import Challenge
 from app.credentials import Caller
 from app.errors import ApiError
@@ -100,22 +99,18 @@ def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True)
 
 
 def allowed_address(address: str | None, networks: Sequence[str]) -> bool:
-    """Whether `address` lies in one of `networks` (an IPv4 address seen as IPv6, as a
-    dual-stack socket gives it, counts as the IPv4 address)."""
-    try:
-        ip = ipaddress.ip_address(address or "")
-    except ValueError:
+    """Whether `address` lies in one of `networks`, both in their normal form
+    (app/addresses.py: an IPv4-mapped address or network is the IPv4 one, whether a
+    dual-stack socket shows the client so or a key stored before that rule lists it so)."""
+    ip = addresses.parsed(address)
+    if ip is None:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
     return any(ip in network for network in _networks(tuple(networks)))
 
 
 @functools.lru_cache(maxsize=1024)
-def _networks(
-    entries: tuple[str, ...],
-) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(entry) for entry in entries)
+def _networks(entries: tuple[str, ...]) -> tuple[addresses.Network, ...]:
+    return tuple(map(addresses.network, entries))
 
 
 def refusal(decided: Verdict, challenge: Challenge) -> ApiError:

@@ -119,7 +119,10 @@ class Usage:
     def flush(self) -> None:
         """Write the counts so far in one transaction (kept for the next batch when the
         database fails), pruning old hours when an hour has passed since this worker last
-        did; nothing at all when there is nothing to write."""
+        did; nothing at all when there is nothing to write. The rows go in the order of
+        their key (the table's primary key), so that every worker's batch locks the rows it
+        shares with another's in the same order: PostgreSQL found deadlocks between batches
+        written in each worker's own order of counting."""
         with self.lock:
             counts, self.counts = self.counts, {}
         rows = [
@@ -130,7 +133,7 @@ class Usage:
                 "scope": scope,
                 "count": count,
             }
-            for (key, hour, outcome, scope), count in counts.items()
+            for (key, hour, outcome, scope), count in sorted(counts.items())
             if count
         ]
         if not rows:

@@ -5,6 +5,8 @@ a shared machine, so a change of 1% shows (`apt-get install -y valgrind`).
 
     python -m bench.instructions bare get list forward_auth introspect unauthenticated
     BENCH_LIMITS=off python -m bench.instructions get     # the same without the limits
+    python -m bench.instructions get_metered forward_auth_metered  # a key with a rate
+                                                  # limit and a quota of its own
 
 The access log is gunicorn's, outside the application: `bench/README.md` says how it was
 measured.
@@ -30,7 +32,9 @@ UNSPENDABLE = "1000000000/minute"
 
 def environ(scenario: str, seeded: dict) -> dict:
     """The WSGI environ of one request of `scenario`."""
-    basic = base64.b64encode(f"{seeded['reader']}:".encode()).decode()
+    reader = seeded["metered"] if scenario.endswith("_metered") else seeded["reader"]
+    scenario = scenario.removesuffix("_metered")
+    basic = base64.b64encode(f"{reader}:".encode()).decode()
     headers = {"Authorization": f"Basic {basic}"}
     requests = {
         "get": ("GET", f"/api/keys/{seeded['read_target']}", None),
@@ -111,7 +115,7 @@ def main(arguments: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as scratch:
         url = f"sqlite:///{scratch}/keys.sqlite3"
         made = seed(url, int(os.environ.get("BENCH_KEYS", "10000")))
-        seeded = {"reader": made.reader, "read_target": made.read_target}
+        seeded = {"reader": made.reader, "read_target": made.read_target, "metered": made.metered}
         for scenario in arguments or ["get"]:
             few, many = (counted(url, scenario, n, seeded) for n in (FEW, MANY))
             print(f"{scenario}: {(many - few) / (MANY - FEW) / 1000:.1f}k instructions per request")

@@ -6,17 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, select, text, update
 
 from app import create_app, keyformat
 from app.database import upgrade
 from app.extensions import db
 from app.keys import service
 from app.models import ApiKey
-from app.scopes import BITS
+from app.scopes import ALL, BITS
 from app.timestamps import utcnow
 
 BATCH = 5_000
+# The metered reader's own limits: a rate limit and a quota no benchmark run can spend.
+METERED = {
+    "rate_limit_requests": 1_000_000,
+    "rate_limit_seconds": 60,
+    "quota_requests": 1_000_000_000,
+    "quota_period": "month",
+}
 # With metadata: each organization's keys spread evenly over this many teams.
 TEAMS = 100
 # A team's index entries, from the metadata every seeded key then has (SQLite's JSON).
@@ -37,6 +44,9 @@ class Seeded:
     write_target: str  # identifier of a custom key there
     rotate_targets: list[str]  # identifiers of fresh custom keys there, to rotate
     keys_per_organization: int
+    # Full SDK key of the reads' organization with a rate limit and a quota, neither ever
+    # spent by a benchmark: what a key's own limits cost beside `reader`.
+    metered: str = ""
 
 
 def seed(
@@ -92,6 +102,11 @@ def seed(
             )[0].identifier
             for n in range(rotations)
         ]
+        sdk = {"name": "metered", "kind": "sdk_integration", "scope_bits": ALL}
+        metered_key, metered = service.mint_key("bench-0", sdk)
+        db.session.execute(
+            update(ApiKey).where(ApiKey.identifier == metered_key.identifier).values(**METERED)
+        )
         db.session.commit()
         reader = next(full for key, full in readers[0][1] if key.kind == "sdk_integration")
         writer = next(full for key, full in writer_keys if key.kind == "sdk_integration")
@@ -102,6 +117,7 @@ def seed(
             write_target=target.identifier,
             rotate_targets=rotated,
             keys_per_organization=per_organization + 2,
+            metered=metered,
         )
         db.engine.dispose()
     return seeded

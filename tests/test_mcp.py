@@ -7,6 +7,7 @@ drives it with the official clients through a real gunicorn."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from app.keys import service
 from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
 from app.mcp import server as mcp_server
 from app.scopes import KINDS, SCOPES
-from tests.processes import run
+from tests.processes import PROJECT, run
 
 ACCEPT = "application/json, text/event-stream"
 PAST = "2000-01-01T00:00:00Z"
@@ -410,6 +411,24 @@ def test_input_schemas_list_kinds_and_scopes_and_state_the_bounds(client, org):
     for name in ("get_key", "update_key", "rotate_key", "delete_key"):
         assert tools[name]["inputSchema"]["required"][0] == "key"
         assert tools[name]["inputSchema"]["properties"]["key"]["type"] == "string"
+
+
+# A row of docs/mcp.md's table of tools: | `tool` | twin | arguments | what it does |
+_TOOL_ROW = re.compile(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \|", re.MULTILINE)
+# An argument in that cell: its name, and what the parentheses after it say of it.
+_ARGUMENT = re.compile(r"`(\w+)`(?:\s*\((?:[^()]|\([^()]*\))*\))?")
+
+
+def test_the_docs_table_of_tools_lists_every_argument_tools_list_gives(client, org):
+    documented = {
+        tool: set(_ARGUMENT.findall(cell))
+        for tool, cell in _TOOL_ROW.findall((PROJECT / "docs" / "mcp.md").read_text())
+    }
+    given = {
+        name: set(tool["inputSchema"].get("properties", {}))
+        for name, tool in listed(client, org.sdk).items()
+    }
+    assert documented == given
 
 
 def test_input_and_output_schemas_are_the_documents(app, client, org):

@@ -276,7 +276,7 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # with defaults, which a row written without them takes. 0005 added key_usage, a table of its
 # own: keys are stored as before. 0006 added nullable quota columns: rows stored without them
 # have no quota. 0007 added nullable columns to organizations (no policy): keys are stored as
-# before.
+# before. 0008 rewrote values of allowed_ips: keys are stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -285,7 +285,42 @@ STORE_KEYS_AT = {
     "0005": insert_first_revision_keys,
     "0006": insert_first_revision_keys,
     "0007": insert_first_revision_keys,
+    "0008": insert_first_revision_keys,
 }
+
+
+def test_allowed_ips_stored_in_ipv4_mapped_form_are_rewritten_in_ipv4_form(app_on, new_database):
+    """0008: what 0007's service stored as it was given is what today's stores (CONTRACT.md
+    section 20); other entries and other keys are left as they were."""
+    database = new_database()
+    app = app_on(database)
+    stored = {
+        1: ["::ffff:10.0.0.1/128", "2001:db8::/32", "::ffff:10.0.0.0/104", "10.0.0.1/32"],
+        2: ["192.0.2.0/24", "::1/128"],
+        3: [],
+    }
+    with app.app_context():
+        command.upgrade(alembic_config(), "0007")
+        insert_first_revision_keys(db.engine)
+        api_keys = sa.table("api_keys", sa.column("id", sa.Integer), sa.column("allowed_ips"))
+        with db.engine.begin() as connection:
+            for key_id, entries in stored.items():
+                connection.execute(
+                    sa.text("UPDATE api_keys SET allowed_ips = :entries WHERE id = :id"),
+                    {"entries": json.dumps(entries), "id": key_id},
+                )
+    upgrade(app)
+    with app.app_context(), db.engine.connect() as connection:
+        rows = dict(connection.execute(sa.select(api_keys.c.id, api_keys.c.allowed_ips)).all())
+    found = {
+        key_id: entries if isinstance(entries, list) else json.loads(entries)
+        for key_id, entries in rows.items()
+    }
+    assert found == {
+        1: ["10.0.0.1/32", "2001:db8::/32", "10.0.0.0/8"],
+        2: ["192.0.2.0/24", "::1/128"],
+        3: [],
+    }
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.contract import METADATA_BYTES, metadata_of
 from tests.test_mcp import call, refused
 
 POLICY = {
@@ -92,6 +93,7 @@ def test_create_stores_the_policy_normalised_and_records_it(client, org):
         ("metadata", {"n": "x" * 501}),
         ("metadata", {"n": "a\x00b"}),
         ("metadata", {f"n{i}": "x" for i in range(21)}),
+        ("metadata", metadata_of(METADATA_BYTES + 1)),
     ],
 )
 def test_a_bad_policy_value_is_422_naming_its_field_on_create_and_update(
@@ -112,10 +114,36 @@ def test_the_limits_themselves_are_accepted(client, org):
         org.sdk,
         allowed_ips=[f"10.0.{n}.0/24" for n in range(50)],
         rate_limit={"requests": 1_000_000, "seconds": 86_400},
-        metadata={f"n{i}": "x" * 500 for i in range(19)} | {"A" * 40: ""},
+        metadata={f"n{i}": "x" for i in range(19)} | {"A" * 40: "x" * 500},
     )
     assert made.status_code == 201, made.json
     assert len(made.json["allowed_ips"]) == 50 and len(made.json["metadata"]) == 20
+
+
+def test_metadata_is_at_most_2048_bytes_as_forward_auth_sends_it(client, org, make_key):
+    """Counted as compact ASCII JSON, where a non-ASCII character is six bytes (\\uXXXX):
+    the bound is accepted by create and update, a byte more is 422 naming `metadata`, with
+    nothing changed, and so through MCP."""
+    bound, over = metadata_of(METADATA_BYTES), metadata_of(METADATA_BYTES + 1)
+    made = create(client, org.sdk, metadata=bound)
+    assert made.status_code == 201, made.json
+    assert made.json["metadata"] == bound
+    target = make_key()
+    assert update(client, org.sdk, target, metadata=bound).json["metadata"] == bound
+    keys = client.get("/api/keys", auth=(org.sdk, "")).json["total_count"]
+    made_by_mcp = {"name": "m", "kind": "telemetry", "metadata": over}
+    refusals = [
+        create(client, org.sdk, metadata=over).json,
+        update(client, org.sdk, target, metadata=over).json,
+        refused(call(client, org.sdk, "create_key", made_by_mcp)),
+        refused(call(client, org.sdk, "update_key", {"key": target, "metadata": over})),
+    ]
+    for refusal in refusals:
+        assert refusal["code"] == "validation_error", refusal
+        [message] = refusal["errors"]["metadata"]
+        assert "2049 bytes" in message and "2048" in message, message
+    assert client.get(f"/api/keys/{target}", auth=(org.sdk, "")).json["metadata"] == bound
+    assert client.get("/api/keys", auth=(org.sdk, "")).json["total_count"] == keys
 
 
 def test_replaced_by_is_read_only_and_ignored(client, org, make_key):

@@ -13,6 +13,7 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from app.keyformat import identifier_of, new_key
+from tests.contract import METADATA_BYTES, metadata_header, metadata_of
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import ACCEPT, bearer, invalid_token
 
@@ -308,6 +309,15 @@ def test_forward_auth_passes_the_metadata_as_compact_ascii_json(client, policy_k
     assert sent == json.dumps(json.loads(sent), separators=(",", ":"), ensure_ascii=True)
     assert sent.isascii() and "\\u03a9mega" in sent
     assert client.get(FORWARD, auth=(policy_key(), "")).headers["X-Api-Key-Metadata"] == "{}"
+
+
+def test_metadata_at_its_bound_is_a_header_of_2048_bytes(client, policy_key):
+    metadata = metadata_of(METADATA_BYTES)
+    answer = client.get(FORWARD, auth=(policy_key(metadata=metadata), ""))
+    assert answer.status_code == 204
+    sent = answer.headers["X-Api-Key-Metadata"]
+    assert json.loads(sent) == metadata
+    assert len(sent.encode("latin-1")) == len(metadata_header(metadata)) == METADATA_BYTES
 
 
 def test_the_rest_api_and_forward_auth_spend_one_allowance(client, policy_key):

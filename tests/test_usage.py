@@ -5,6 +5,8 @@ scopes, its validation and permissions."""
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 
 from app import usage_counter
 from app.keyformat import identifier_of
+from tests.databases import ON_POSTGRESQL
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import call, listed
 from tests.test_policy_doors import (  # noqa: F401 (policy_key: a fixture)
@@ -241,6 +244,53 @@ def test_counts_a_batch_could_not_write_wait_for_the_next(client, org, monkeypat
         usage_counter.flush(client.application)
     assert "counts not written, kept for the next batch" in caplog.text
     assert usage_of(client, org, org.sdk)["total"]["allowed"] == 1
+
+
+WRITERS = 4
+TRIALS = 25
+
+
+def write_at_once(usage, together: threading.Barrier) -> None:
+    together.wait()
+    usage.flush()
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="row locks: PostgreSQL's (SQLite writes alone)")
+def test_workers_batches_of_the_same_rows_written_at_once_never_deadlock(
+    make_app, database_url, org, make_key, sql, caplog
+):
+    """Workers whose batches hold the same rows, each counted in its own order, write them
+    at the same instant, again and again: each batch locks its rows in one order, so
+    PostgreSQL finds no deadlock (which would leave a batch unwritten) and every count
+    arrives."""
+    for n in range(4):
+        make_key(name=f"k{n}")
+    ids = [key_id for (key_id,) in sql("SELECT id FROM api_keys")]
+    hour = int(time.time() // 3600)
+    rows = [
+        (key_id, hour, outcome, scope)
+        for key_id in ids
+        for outcome in ("allowed", "forbidden")
+        for scope in ("", "monitor:read", "site:read")
+    ]
+    workers = [
+        make_app(SQLALCHEMY_DATABASE_URI=database_url).extensions["usage"] for _ in range(WRITERS)
+    ]
+    shuffled = random.Random(32)  # noqa: S311 (an order, no secret)
+    for _ in range(TRIALS):
+        for usage in workers:
+            usage.counts = dict.fromkeys(shuffled.sample(rows, len(rows)), 1)
+        together = threading.Barrier(WRITERS)
+        threads = [
+            threading.Thread(target=write_at_once, args=(usage, together)) for usage in workers
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert "not written" not in caplog.text, caplog.text
+    [(total,)] = sql("SELECT sum(count) FROM key_usage")
+    assert total == TRIALS * WRITERS * len(rows)
 
 
 @pytest.mark.parametrize("app_config", [{"USAGE_ENABLED": False}])

@@ -11,7 +11,7 @@ from typing import Any
 from flask import has_request_context
 from sqlalchemy import insert
 
-from app import keyformat, limits, metrics, queries
+from app import addresses, keyformat, metrics, queries
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -61,7 +61,7 @@ def record(
             "action": action,
             "actor": actor,
             "target": keyformat.shown(target),
-            "client_address": limits.client_address() if has_request_context() else None,
+            "client_address": addresses.client_address() if has_request_context() else None,
             "details": details or {},
         },
     )

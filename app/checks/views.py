@@ -4,14 +4,13 @@ record the checked key's use."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from urllib.parse import quote
 
 from flask import Blueprint, request
 
 from app import auth, keyformat, limits, policy
 from app.checks import schemas
+from app.keys.schemas import metadata_json
 from app.operations import (
     KEYS_REQUEST,
     MANAGING,
@@ -160,16 +159,9 @@ def forward_auth():
             "X-Api-Key-Kind": caller.kind,
             "X-Api-Key-Scopes": " ".join(to_names(caller.scope_bits)),
             "X-Api-Key-Organization": header_value(holder.organization),
-            "X-Api-Key-Metadata": metadata_header(caller.metadata),
+            "X-Api-Key-Metadata": metadata_json(caller.metadata),
         },
     )
-
-
-def metadata_header(metadata: Mapping[str, str]) -> str:
-    """The metadata as compact ASCII JSON: a header value whatever its text."""
-    if not metadata:
-        return "{}"
-    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=True)
 
 
 @bp.post("/introspect")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ipaddress
+import json
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -20,7 +20,7 @@ from marshmallow import (
     validates_schema,
 )
 
-from app import keyformat
+from app import addresses, keyformat
 from app.arguments import PageArguments, RateLimit, Timestamp
 from app.queries import ACTIVE, EXPIRED
 from app.quotas import service as quotas
@@ -53,6 +53,9 @@ MAX_ALLOWED_IPS = 50
 MAX_METADATA_MEMBERS = 20
 METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
+# The metadata as forward auth sends it (X-Api-Key-Metadata), so that nginx's and Caddy's
+# default header buffers carry it (CONTRACT.md section 20).
+MAX_METADATA_BYTES = 2048
 # What a name may not hold, as pattern escapes that Python's re and JSON Schema both read
 # (app/keys/json_schema.py documents the same rule from these): C0 and C1 control characters
 # and DEL; Unicode's bidirectional embeddings, overrides and isolates, which make a name
@@ -131,13 +134,14 @@ class QueryFlag(Flag):
 
 
 class Network(fields.String):
-    """An IPv4 or IPv6 address or CIDR network, normalised: `10.0.0.7` is `10.0.0.7/32`;
-    a network with host bits set is refused, as a likely mistake."""
+    """An IPv4 or IPv6 address or CIDR network, normalised: `10.0.0.7` is `10.0.0.7/32`,
+    `::ffff:10.0.0.0/104` is `10.0.0.0/8` (app/addresses.py); a network with host bits set
+    is refused, as a likely mistake."""
 
     def _deserialize(self, value, attr, data, **kwargs) -> str:
         text = super()._deserialize(value, attr, data, **kwargs)
         try:
-            return str(ipaddress.ip_network(text, strict=True))
+            return str(addresses.network(text))
         except ValueError as error:
             if "host bits" in str(error):
                 raise ValidationError(
@@ -162,11 +166,32 @@ def _metadata_value() -> fields.String:
     return fields.String(validate=[validate.Length(max=METADATA_VALUE_MAX_LENGTH), _printable])
 
 
+def metadata_json(metadata: Mapping[str, str]) -> str:
+    """The metadata as compact ASCII JSON: X-Api-Key-Metadata's value, whatever its text."""
+    if not metadata:
+        return "{}"
+    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=True)
+
+
+def _fits_a_header(metadata: Mapping[str, str]) -> None:
+    size = len(metadata_json(metadata))
+    if size > MAX_METADATA_BYTES:
+        raise ValidationError(
+            f"Is {size} bytes as forward auth sends it in X-Api-Key-Metadata (compact JSON, "
+            f"a non-ASCII character as \\uXXXX: six bytes); at most {MAX_METADATA_BYTES}."
+        )
+
+
 def _metadata(**kwargs: Any) -> fields.Dict:
     return fields.Dict(
         keys=_metadata_name(),
         values=_metadata_value(),
-        validate=validate.Length(max=MAX_METADATA_MEMBERS),
+        validate=[validate.Length(max=MAX_METADATA_MEMBERS), _fits_a_header],
+        metadata={
+            "description": f"At most {MAX_METADATA_MEMBERS} members, and at most "
+            f"{MAX_METADATA_BYTES} bytes as compact ASCII JSON (X-Api-Key-Metadata), where a "
+            "non-ASCII character takes six."
+        },
         **kwargs,
     )
 

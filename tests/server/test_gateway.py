@@ -3,11 +3,13 @@ Debian's nginx and Caddy run examples/gateways/nginx.conf and Caddyfile, the fil
 docs/gateways.md shows byte for byte, in front of a tiny upstream that records what it
 receives, with the service under gunicorn.
 
-Through either, the upstream gets the X-Api-Key-* headers of the check's answer and never the
-client's key nor an X-Api-Key-* header the client made up; the client gets the service's own
-401, 403 and 429, status, headers and problem+json body, as the service answers them, and a
-502 when the service does not answer. Failed authentications count for the client's own
-address, whatever it names in X-Forwarded-For.
+Through either, the upstream gets the X-Api-Key-* headers of the check's answer (metadata at
+its bound included) and never the client's key nor an X-Api-Key-* header the client made up;
+the client gets the service's own 401, 403 and 429, status, headers and problem+json body, as
+the service answers them, and a 502 when the service does not answer. Failed
+authentications count for the client's own address, whatever it names in X-Forwarded-For.
+Neither writes a key in its logs (CONTRACT.md section 20): every test reads them when its
+gateway has stopped.
 
 Needs /usr/sbin/nginx with Debian's headers-more module, and /usr/bin/caddy (or $NGINX,
 $CADDY): apt-get install nginx libnginx-mod-http-headers-more-filter caddy. Each gateway's
@@ -15,6 +17,7 @@ tests are skipped, saying so, without it."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -25,7 +28,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,10 +37,12 @@ import pytest
 
 from app import keyformat
 from app.scopes import SCOPES
+from tests.contract import METADATA_BYTES, metadata_of
 from tests.processes import PROJECT
 from tests.server.conftest import Server, free_port
 from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import printed_keys, sdk_key
+from tests.test_masking import leaked
 
 NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
 CADDY = Path(os.environ.get("CADDY", "/usr/bin/caddy"))
@@ -46,21 +51,26 @@ DOC = "docs/gateways.md"
 # The language of each block of DOC that is a file, and the file.
 SHOWN = {"nginx": "examples/gateways/nginx.conf", "caddyfile": "examples/gateways/Caddyfile"}
 # nginx.conf's addresses, each written once in it: the gateway's, the API Keys Service's and
-# the protected service's. The suite replaces these, and nothing else, with free ports.
+# the protected service's. The suite replaces these with free ports, and the access log's
+# path with one in the gateway's folder, and nothing else.
 NGINX_ADDRESSES = ("127.0.0.1:8080", "127.0.0.1:5000", "127.0.0.1:8081")
+NGINX_ACCESS_LOG = "/var/log/nginx/access.log"
+# What each gateway writes in its folder: nginx its logs, Caddy its logs on stderr.
+LOGS = {"nginx": ("access.log", "error.log", "output.txt"), "caddy": ("output.txt",)}
 # The service's check, as both files ask it.
 CHECK = "/api/forward-auth?scope=monitor:read"
 CHECKS = 5  # RATELIMIT_INTROSPECT of the service: checks per key per minute
 FAILURES = 4  # RATELIMIT_AUTH_FAILURES of a service: failed authentications per address
 # The failed requests an address makes before its 429: nginx checks each refusal twice.
 REFUSED_AFTER = {"nginx": FAILURES // 2, "caddy": FAILURES}
-# What a client sends to pass for someone else: the check's four headers, one it does not
+# What a client sends to pass for someone else: the check's five headers, one it does not
 # send, and spellings that some servers read as the same names.
 FORGED = [
     ("X-Api-Key-Id", "ak_forged"),
     ("X-Api-Key-Kind", "forged"),
     ("X-Api-Key-Scopes", "forged"),
     ("X-Api-Key-Organization", "forged"),
+    ("X-Api-Key-Metadata", "forged"),
     ("X-Api-Key-Name", "forged"),
     ("x-api-key-organization", "forged"),
     ("X_Api_Key_Organization", "forged"),
@@ -139,17 +149,19 @@ def service(start_server) -> Server:
     return start_server(workers=1, env=env)  # one worker's memory holds every count
 
 
-def nginx_config(port: int, api_keys: int, monitors: int) -> str:
-    """nginx.conf with its three addresses replaced."""
+def nginx_config(port: int, api_keys: int, monitors: int, folder: Path) -> str:
+    """nginx.conf with its three addresses and its access log's path replaced."""
     config = (EXAMPLES / "nginx.conf").read_text()
-    for address, new_port in zip(NGINX_ADDRESSES, (port, api_keys, monitors), strict=True):
-        assert config.count(address) == 1, address
-        config = config.replace(address, f"127.0.0.1:{new_port}")
+    replaced = [f"127.0.0.1:{new_port}" for new_port in (port, api_keys, monitors)]
+    replaced.append(str(folder / "access.log"))
+    for written, new in zip((*NGINX_ADDRESSES, NGINX_ACCESS_LOG), replaced, strict=True):
+        assert config.count(written) == 1, written
+        config = config.replace(written, new)
     return config
 
 
 def nginx(folder: Path, port: int, api_keys: int, monitors: int) -> tuple[list[str], dict]:
-    (folder / "nginx.conf").write_text(nginx_config(port, api_keys, monitors))
+    (folder / "nginx.conf").write_text(nginx_config(port, api_keys, monitors, folder))
     globals_ = f"daemon off; pid {folder}/nginx.pid; error_log {folder}/error.log;"
     command = [str(NGINX), "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", globals_]
     return command, dict(os.environ)
@@ -172,7 +184,7 @@ def missing(name: str) -> str | None:
         return None if CADDY.exists() else f"no caddy at {CADDY}: apt-get install caddy"
     if not NGINX.exists():
         return f"no nginx at {NGINX}: apt-get install nginx"
-    for module in re.findall(r"^load_module (\S+);", nginx_config(0, 0, 0), re.M):
+    for module in re.findall(r"^load_module (\S+);", nginx_config(0, 0, 0, Path()), re.M):
         if not Path(module).exists():
             return f"no {module}: apt-get install libnginx-mod-http-headers-more-filter"
     return None
@@ -188,36 +200,71 @@ def gateway_name(request) -> str:
     return request.param
 
 
-@pytest.fixture
-def start_gateway(gateway_name) -> Iterator[Callable[[int, int], int]]:
-    """Start the gateway in front of the check at port `api_keys` and the upstream at port
-    `monitors`; its port. Stopped when the test ends."""
-    started: list[tuple[subprocess.Popen, Path]] = []
+class Gateways:
+    """Starts gateways of one kind; reads their logs."""
 
-    def start(api_keys: int, monitors: int) -> int:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.started: dict[int, tuple[subprocess.Popen, Path]] = {}
+
+    def __call__(self, api_keys: int, monitors: int) -> int:
+        """Start the gateway in front of the check at port `api_keys` and the upstream at
+        port `monitors`; its port."""
         # nginx's workers run as nobody when started by root: a folder they can enter.
-        folder = Path(tempfile.mkdtemp(prefix=f"{gateway_name}-"))
+        folder = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         folder.chmod(0o755)
         port = free_port()
-        command, env = LAUNCHERS[gateway_name](folder, port, api_keys, monitors)
+        command, env = LAUNCHERS[self.name](folder, port, api_keys, monitors)
         with (folder / "output.txt").open("wb") as output:
             process = subprocess.Popen(
                 command, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output
             )
-        started.append((process, folder))
+        self.started[port] = (process, folder)
         deadline = time.monotonic() + 10
         while not answers(port):
             printed = "".join(path.read_text() for path in folder.glob("*.txt"))
             assert process.poll() is None, printed
-            assert time.monotonic() < deadline, f"{gateway_name} did not start: {printed}"
+            assert time.monotonic() < deadline, f"{self.name} did not start: {printed}"
             time.sleep(0.05)
         return port
 
-    yield start
-    for process, folder in started:
-        process.terminate()
-        process.wait(timeout=10)
-        shutil.rmtree(folder, ignore_errors=True)
+    def logs(self, port: int) -> str:
+        """Everything the gateway at `port` has written in its logs so far."""
+        folder = self.started[port][1]
+        paths = [folder / name for name in LOGS[self.name]]
+        return "".join(path.read_text(errors="replace") for path in paths if path.exists())
+
+    def stop(self) -> None:
+        """Stop every gateway, then read their logs: no key in any."""
+        logs = []
+        for port, (process, folder) in self.started.items():
+            process.terminate()
+            process.wait(timeout=10)
+            logs.append(self.logs(port))
+            shutil.rmtree(folder, ignore_errors=True)
+        for log in logs:
+            assert credentials_in(log) == [], log
+
+
+@pytest.fixture
+def start_gateway(gateway_name) -> Iterator[Gateways]:
+    """Starts gateways (`start_gateway(api_keys, monitors)`: a port); each is stopped when the
+    test ends, and its logs read for keys."""
+    gateways = Gateways(gateway_name)
+    yield gateways
+    gateways.stop()
+
+
+# An Authorization value (Basic or Bearer) as a log may write it; Caddy's "REDACTED" is not.
+_CREDENTIALS = re.compile(r"(?i)\b(?:basic|bearer)\s+(?!REDACTED\b)[A-Za-z0-9+/=_.~-]{8,}")
+
+
+def credentials_in(log: str) -> list[str]:
+    """What in `log` is a key or an Authorization value: a run of word characters as long
+    as a key (which a key's masking changes: a key, a digest, a long base64 run), and the
+    token of any `Basic` or `Bearer` written."""
+    found = [line for line in log.splitlines() if keyformat.masked(line) != line]
+    return found + _CREDENTIALS.findall(log)
 
 
 @pytest.fixture
@@ -240,17 +287,19 @@ def through(
     headers: list[tuple[str, str]] = (),
     body: bytes | None = None,
     source: str = "127.0.0.1",
+    scheme: str = "Bearer",
 ) -> Answer:
     """A GET (a POST with `body`) of /monitors/7 from a client of the gateway at `port`
-    connected from the address `source` (any of 127.0.0.0/8), sending `headers` as they are
-    (duplicates and any spelling)."""
+    connected from the address `source` (any of 127.0.0.0/8), with `key` as a Bearer token
+    (`scheme` "Basic": the user name, as `curl -u KEY:` sends it), sending `headers` as they
+    are (duplicates and any spelling)."""
     connection = http.client.HTTPConnection(
         "127.0.0.1", port, timeout=10, source_address=(source, 0)
     )
     try:
         connection.putrequest("GET" if body is None else "POST", "/monitors/7")
         if key is not None:
-            connection.putheader("Authorization", f"Bearer {key}")
+            connection.putheader("Authorization", authorization(key, scheme))
         for name, value in headers:
             connection.putheader(name, value)
         if body is not None:
@@ -261,6 +310,12 @@ def through(
         return Answer(answer.status, answer.getheaders(), answer.read())
     finally:
         connection.close()
+
+
+def authorization(key: str, scheme: str) -> str:
+    if scheme == "Basic":
+        return "Basic " + base64.b64encode(f"{key}:".encode()).decode()
+    return f"Bearer {key}"
 
 
 def direct(service: Server, key: str | None) -> Answer:
@@ -289,6 +344,7 @@ def test_a_key_with_the_scope_reaches_the_upstream_as_the_check_describes_it(
         "x-api-key-kind": "sdk_integration",
         "x-api-key-scopes": " ".join(SCOPES),
         "x-api-key-organization": "default",
+        "x-api-key-metadata": "{}",
     }
     assert through(gateway, sdk).status == 200
     assert through(gateway, sdk, FORGED, body=b'{"paused": true}').status == 200
@@ -296,6 +352,45 @@ def test_a_key_with_the_scope_reaches_the_upstream_as_the_check_describes_it(
     for received in upstream.received:
         assert key_headers(received) == described
         assert "authorization" not in {name.lower() for name, _ in received}  # the key stops
+
+
+def test_metadata_at_its_bound_reaches_the_upstream_as_the_check_sends_it(
+    gateway, service, upstream
+):
+    """2,048 bytes of compact ASCII JSON, mostly \\uXXXX escapes, fit both gateways'
+    default buffers, and arrive as the service sent them."""
+    metadata = metadata_of(METADATA_BYTES)
+    key = policy_key(service, metadata=metadata)
+    assert through(gateway, key, FORGED).status == 200
+    [received] = upstream.received
+    sent = key_headers(received)["x-api-key-metadata"]
+    assert [sent] == direct(service, key).header("X-Api-Key-Metadata")
+    assert json.loads(sent) == metadata and len(sent) == METADATA_BYTES
+
+
+def test_the_access_log_has_each_request_and_no_key(start_gateway, service, upstream):
+    """Through the gateway a key is sent as Basic user name (`curl -u KEY:`) and as Bearer,
+    a wrong key and none: a line for each, none holding the key in any form (the fixture
+    reads every log again once the gateway has stopped)."""
+    port = start_gateway(service.port, upstream.server_address[1])
+    sdk = sdk_key(service)
+    wrong = sdk[:-1] + ("A" if sdk[-1] != "A" else "B")
+    statuses = [
+        through(port, sdk, scheme="Basic").status,
+        through(port, sdk).status,
+        through(port, wrong, scheme="Basic").status,
+        through(port, None).status,
+    ]
+    assert statuses == [200, 200, 401, 401]
+    deadline = time.monotonic() + 5  # a line is written once its answer has gone
+    while (log := start_gateway.logs(port)).count("/monitors/7") < len(statuses):
+        assert time.monotonic() < deadline, log
+        time.sleep(0.05)
+    assert log.count("/monitors/7") == len(statuses), log
+    assert credentials_in(log) == [], log
+    assert leaked(log, [sdk, wrong]) == set()
+    for key in (sdk, wrong):
+        assert authorization(key, "Basic").split()[1] not in log
 
 
 def test_refusals_are_the_services_own_and_reach_no_upstream(gateway, service, upstream):

@@ -1,18 +1,25 @@
 """The service under real gunicorn workers (contract sections 2, 7 and 8): the first start
 makes one organization however many workers race, a deleted or expired key fails on every
-worker at once, and a killed worker is replaced with the data intact."""
+worker at once, and a killed worker is replaced with the data intact. HOST may be an IPv6
+address (`HOST=::1 make run`)."""
 
 from __future__ import annotations
 
+import http.client
 import os
+import runpy
 import signal
+import socket
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
-from tests.processes import BIN, run, service_env
+from tests.processes import BIN, PROJECT, run, service_env
 from tests.server.conftest import READY, free_port
 
 WORKERS = 3
@@ -174,3 +181,67 @@ def test_a_first_start_that_fails_stops_gunicorn_with_its_message(tmp_path):
     assert completed.returncode != 0
     assert READY not in completed.stderr
     assert "a-file" in completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "bind"),
+    [
+        (None, "127.0.0.1:5000"),
+        ("192.0.2.1", "192.0.2.1:5000"),
+        ("::1", "[::1]:5000"),
+        ("::", "[::]:5000"),
+        ("[::1]", "[::1]:5000"),
+        ("fe80::1%eth0", "[fe80::1%eth0]:5000"),
+    ],
+)
+def test_gunicorn_conf_brackets_an_ipv6_host(monkeypatch, host, bind):
+    monkeypatch.delenv("PORT", raising=False)
+    if host is None:
+        monkeypatch.delenv("HOST", raising=False)
+    else:
+        monkeypatch.setenv("HOST", host)
+    assert runpy.run_path(str(PROJECT / "gunicorn.conf.py"))["bind"] == [bind]
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
+def test_host_may_be_an_ipv6_address(tmp_path):
+    """`HOST=::1 make run`: gunicorn listens on [::1]:PORT and the service answers there."""
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+        probe.bind(("::1", 0))
+        port = probe.getsockname()[1]
+    env = service_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'keys.sqlite3'}", HOST="::1", PORT=str(port)
+    )
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [str(BIN / "gunicorn"), "--workers", "1", "wsgi:app"],
+            cwd=PROJECT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while READY not in stderr.read_text():
+            assert process.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        assert f"Listening at: http://[::1]:{port}" in stderr.read_text()
+        connection = http.client.HTTPConnection("::1", port, timeout=10)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=15)

@@ -2,7 +2,8 @@
 scrape, it holds every worker's counts, a worker killed with SIGKILL included; promtool
 finds nothing to say of a real scrape; a real Prometheus, run with the scrape
 configurations docs/metrics.md shows (examples/prometheus*.yml), scrapes the service and
-answers a query of its request counter.
+answers a query of its request counter. A reverse proxy on the service's machine (nginx,
+Caddy) exposes nothing: a scrape through it is 404, whatever TRUSTED_PROXIES says.
 
 Needs Debian's `prometheus` package (/usr/bin/promtool and /usr/bin/prometheus, or
 $PROMTOOL and $PROMETHEUS): apt-get install -y prometheus. The tests that need one are
@@ -10,6 +11,7 @@ skipped, saying so, without it."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -29,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.processes import PROJECT
 from tests.server.conftest import Server, free_port
 from tests.server.test_docs import blocks
+from tests.server.test_gateway import CADDY, NGINX, answers
 from tests.server.test_gunicorn import sdk_key
 
 PROMTOOL = Path(os.environ.get("PROMTOOL", "/usr/bin/promtool"))
@@ -245,3 +248,93 @@ def test_promtool_accepts_the_configurations_shown(tmp_path, path):
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# A reverse proxy in front of the whole service, on its machine, as an operator writes one:
+# nginx with the headers its documentation suggests, Caddy's reverse_proxy as it is (it sends
+# X-Forwarded-For itself).
+PROXIES = {
+    "nginx": """
+events {}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:%(port)d;
+        location / {
+            proxy_pass http://127.0.0.1:%(service)d;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        }
+    }
+}
+""",
+    "caddy": """
+{
+    admin off
+}
+:%(port)d {
+    bind 127.0.0.1
+    reverse_proxy 127.0.0.1:%(service)d
+}
+""",
+}
+
+
+@contextmanager
+def proxy(name: str, folder: Path, service: int) -> Iterator[int]:
+    """The reverse proxy `name` in front of the service at port `service`; its port."""
+    program = {"nginx": NGINX, "caddy": CADDY}[name]
+    if not program.exists():
+        pytest.skip(f"no {name} at {program}: apt-get install {name}")
+    folder.mkdir()
+    folder.chmod(0o755)  # nginx's workers, as nobody, enter it
+    port = free_port()
+    config = folder / "proxy.conf"
+    config.write_text(PROXIES[name] % {"port": port, "service": service})
+    env = dict(os.environ, HOME=str(folder), XDG_CONFIG_HOME=str(folder), XDG_DATA_HOME=str(folder))
+    if name == "nginx":
+        globals_ = f"daemon off; pid {folder}/nginx.pid; error_log {folder}/error.log;"
+        command = [str(program), "-p", str(folder), "-c", str(config), "-g", globals_]
+    else:
+        command = [str(program), "run", "--adapter", "caddyfile", "--config", str(config)]
+    with (folder / "output.txt").open("wb") as output:
+        process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output
+        )
+    try:
+        deadline = time.monotonic() + 10
+        while not answers(port):
+            assert process.poll() is None, (folder / "output.txt").read_text()
+            assert time.monotonic() < deadline, f"{name} did not start"
+            time.sleep(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def scrape(port: int, source: str = "127.0.0.1", path: str = "/metrics") -> int:
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=10, source_address=(source, 0)
+    )
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("trusted", [None, "1"])
+@pytest.mark.parametrize("name", sorted(PROXIES))
+def test_a_proxy_on_the_services_machine_exposes_no_metrics(start_server, tmp_path, name, trusted):
+    """Without METRICS_TOKEN: the service's own machine reads /metrics directly; through a
+    proxy there, a client (here from 127.0.0.2, any client) gets 404, whether
+    TRUSTED_PROXIES is unset (every request seems to come from the proxy's 127.0.0.1) or
+    set (the proxy forwards a loopback client)."""
+    env = {} if trusted is None else {"TRUSTED_PROXIES": trusted}
+    server = start_server(workers=1, env=env)
+    assert scrape(server.port) == 200
+    with proxy(name, tmp_path / name, server.port) as port:
+        assert scrape(port, source="127.0.0.2") == 404
+        assert scrape(port) == 404
+        assert scrape(port, path="/healthz") == 200  # the proxy passes the rest
