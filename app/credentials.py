@@ -40,6 +40,8 @@ class Caller(NamedTuple):
     rate_limit_requests: int | None = None
     rate_limit_seconds: int | None = None
     metadata: Mapping[str, str] = NO_METADATA
+    # Its name, which the audit log keeps beside its shown value.
+    name: str = ""
 
 
 def presented(header: str | None) -> Presented | None:

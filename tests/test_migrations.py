@@ -274,14 +274,55 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # nullable columns, which the previous version of the service never writes: rows stored
 # as before still authenticate, never expire, and show created_by null. 0004 added columns
 # with defaults, which a row written without them takes. 0005 added key_usage, a table of its
-# own: keys are stored as before.
+# own: keys are stored as before. 0006 added nullable columns to audit_events: keys are
+# stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
     "0003": insert_first_revision_keys,
     "0004": insert_first_revision_keys,
     "0005": insert_first_revision_keys,
+    "0006": insert_first_revision_keys,
 }
+
+
+def test_events_recorded_before_0006_read_with_null_names(app_on, new_database):
+    """A name recorded now cannot be made up for an older event (its key may be gone or
+    renamed since): such events show null names, and new ones name their keys."""
+    database = new_database()
+    app = app_on(database)
+    with app.app_context():
+        command.upgrade(alembic_config(), "0005")
+        insert_first_revision_keys(db.engine)
+        events = sa.table(
+            "audit_events",
+            *(sa.column(name, sa.String) for name in ("action", "actor", "target")),
+            sa.column("organization_id", sa.Integer),
+            sa.column("at", sa.DateTime),
+            sa.column("details", sa.JSON),
+        )
+        with db.engine.begin() as connection:
+            connection.execute(
+                sa.insert(events).values(
+                    organization_id=1,
+                    at=datetime(2026, 1, 2, 3, 4, 5),
+                    action="key.deleted",
+                    actor="operator",
+                    target="ak_gonegonegone...",
+                    details={},
+                )
+            )
+    upgrade(app)
+    client = app.test_client()
+    sdk = OLD_KEYS[0][1]
+    client.put(f"/api/keys/{OLD_KEYS[2][0]}", json={"name": "renamed"}, auth=(sdk, ""))
+    newest, old = client.get("/api/audit", auth=(sdk, "")).json["data"]
+    assert (old["target"], old["target_name"], old["actor_name"]) == (
+        "ak_gonegonegone...",
+        None,
+        None,
+    )
+    assert (newest["target_name"], newest["actor_name"]) == ("renamed", "old sdk_integration")
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):

@@ -192,8 +192,10 @@ def _add_key(
     rate_limit: dict | None = None,
     metadata: dict[str, str] | None = None,
     enabled: bool = True,
+    actor_key: Caller | None = None,
 ) -> tuple[Key, str]:
-    """A new key in the session's transaction, with its key.created event."""
+    """A new key in the session's transaction, with its key.created event (`actor_key`:
+    the key that made it; None: the operator)."""
     allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
     limit = _rate_limit(rate_limit)
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
@@ -223,22 +225,6 @@ def _add_key(
         _write_metadata(organization_id, key_id, metadata, fresh=True)
     shown = iso(now)
     expiry = None if expires_at is None else iso(expires_at)
-    audit.record(
-        "key.created",
-        organization_id=organization_id,
-        actor=actor,
-        target=identifier,
-        details={
-            "name": name,
-            "kind": kind,
-            "scopes": list(to_names(scope_bits)),
-            "expires_at": expiry,
-            "enabled": enabled,
-            "allowed_ips": allowed_ips,
-            "rate_limit": rate_limit,
-            "metadata": metadata,
-        },
-    )
     made = Key(
         id=key_id,
         identifier=identifier,
@@ -255,6 +241,24 @@ def _add_key(
         metadata=metadata,
         replaced_by=None,
         **limit,
+    )
+    audit.record(
+        "key.created",
+        organization_id=organization_id,
+        actor=actor,
+        target=identifier,
+        actor_key=actor_key,
+        target_key=made,
+        details={
+            "name": name,
+            "kind": kind,
+            "scopes": list(to_names(scope_bits)),
+            "expires_at": expiry,
+            "enabled": enabled,
+            "allowed_ips": allowed_ips,
+            "rate_limit": rate_limit,
+            "metadata": metadata,
+        },
     )
     return made, full_key
 
@@ -278,6 +282,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
         rate_limit=data.get("rate_limit"),
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
+        actor_key=caller,
     )
     db.session.commit()
     return created
@@ -343,6 +348,8 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
                 actor=audit.actor_of(caller),
                 target=key.identifier,
                 details=details,
+                actor_key=caller,
+                target_key=key,
             )
         db.session.commit()
     return key
@@ -358,6 +365,8 @@ def delete_key(caller: Caller, key: Key) -> None:
             organization_id=caller.organization_id,
             actor=audit.actor_of(caller),
             target=key.identifier,
+            actor_key=caller,
+            target_key=key,
         )
         db.session.commit()
 
@@ -372,14 +381,15 @@ def revoke_leaked(keys: list[str]) -> None:
         statement = (
             delete(ApiKey)
             .where(ApiKey.digest == keyformat.digest(full_key))
-            .returning(ApiKey.organization_id, ApiKey.identifier)
+            .returning(ApiKey.organization_id, ApiKey.identifier, ApiKey.name, ApiKey.kind)
         )
-        for organization_id, identifier in db.session.execute(statement):
+        for revoked in db.session.execute(statement):
             audit.record(
                 "key.revoked",
-                organization_id=organization_id,
+                organization_id=revoked.organization_id,
                 actor=audit.LEAK_REPORT,
-                target=identifier,
+                target=revoked.identifier,
+                target_key=revoked,
             )
     db.session.commit()
 
@@ -422,6 +432,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             allowed_ips=allowed_ips,
             rate_limit=key.rate_limit,
             metadata=key.metadata,
+            actor_key=caller,
         )
         if grace:
             until = now + timedelta(seconds=grace)
@@ -437,6 +448,8 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
                 "replacement": keyformat.shown(replacement[0].identifier),
                 "grace_seconds": grace,
             },
+            actor_key=caller,
+            target_key=key,
         )
         db.session.commit()
     return replacement
