@@ -12,6 +12,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
+from app.messages import plain
+
 PROBLEM_JSON = "application/problem+json"
 
 # The machine name of each status when nothing more precise is said.
@@ -89,14 +91,15 @@ def problem_document(
 
 
 def flatten(messages: Mapping) -> dict[str, list[str]]:
-    """marshmallow's nested messages as {field: [message, ...]}; list items are named."""
+    """marshmallow's nested messages as {field: [message, ...]}, in words that say what to
+    do (app/messages.py); list items are named."""
     flat: dict[str, list[str]] = {}
     for field, value in messages.items():
         if isinstance(value, Mapping):
             for index, inner in flatten(value).items():
                 flat.setdefault(str(field), []).extend(f"Item {index}: {m}" for m in inner)
         else:
-            flat.setdefault(str(field), []).extend(str(m) for m in value)
+            flat.setdefault(str(field), []).extend(plain(str(m)) for m in value)
     return flat
 
 

@@ -21,6 +21,7 @@ from app import keyformat, openapi
 from app.keys import service
 from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
 from app.mcp import server as mcp_server
+from app.messages import WORDS
 from app.scopes import KINDS, SCOPES
 from tests.processes import run
 
@@ -611,12 +612,12 @@ def test_a_refusal_is_an_error_result_with_the_rest_body(
 @pytest.mark.parametrize(
     ("tool", "arguments", "field", "message"),
     [
-        ("get_key", {}, "key", "Missing data for required field."),
-        ("get_key", {"key": 5}, "key", "Not a valid string."),
-        ("get_key", {"key": "x", "name": "y"}, "name", "Unknown field."),
-        ("delete_key", {}, "key", "Missing data for required field."),
-        ("update_key", {"name": "x"}, "key", "Missing data for required field."),
-        ("rotate_key", {"grace_seconds": 5}, "key", "Missing data for required field."),
+        ("get_key", {}, "key", WORDS["Missing data for required field."]),
+        ("get_key", {"key": 5}, "key", WORDS["Not a valid string."]),
+        ("get_key", {"key": "x", "name": "y"}, "name", WORDS["Unknown field."]),
+        ("delete_key", {}, "key", WORDS["Missing data for required field."]),
+        ("update_key", {"name": "x"}, "key", WORDS["Missing data for required field."]),
+        ("rotate_key", {"grace_seconds": 5}, "key", WORDS["Missing data for required field."]),
     ],
 )
 def test_a_tool_that_names_no_key_is_refused_naming_key(

@@ -372,7 +372,7 @@ def test_refusals_show_in_the_dialog_that_asked(tab, server, org, screenshots):
     error = form.get_by_role("alert")
     expect(error).to_have_text("The request is not valid: Name.")
     expect(form.get_by_label("Name", exact=True)).to_have_accessible_description(
-        "Name: Length must be between 1 and 200."
+        "Name: Must not be empty (white space alone is empty)."
     )
     screenshot(page, screenshots, "error")
     page.get_by_role("button", name="Cancel").click()
@@ -928,7 +928,7 @@ def test_field_errors_use_the_labels_on_screen_and_are_tied_to_their_inputs(tab,
     summary = form.get_by_role("alert")
     expect(summary).to_have_text("The request is not valid: Name, Expires.")
     expect(name).to_have_attribute("aria-invalid", "true")
-    expect(name).to_have_accessible_description(re.compile(r"^Name: Length must be between"))
+    expect(name).to_have_accessible_description(re.compile(r"^Name: Must not be empty"))
     expect(expires).to_have_attribute("aria-invalid", "true")
     expect(expires).to_have_accessible_description(re.compile(r"Expires: Must be in the future"))
     expect(name).to_be_focused()  # the first field to correct
@@ -1531,7 +1531,7 @@ def test_policy_errors_land_under_their_inputs_by_their_labels(tab, server, org)
     )
     expect(values.nth(0)).to_have_attribute("aria-invalid", "true")
     expect(values.nth(0)).to_have_accessible_description(
-        re.compile(r"Metadata value of “team”: Longer than maximum length 500")
+        re.compile(r"Metadata value of “team”: Too long: at most 500\.")
     )
     expect(names.nth(0)).not_to_have_attribute("aria-invalid", "true")
     expect(ips).to_be_focused()
@@ -1916,16 +1916,29 @@ def test_a_keys_usage_view_shows_its_days_and_scopes_and_narrows_them(
     page.set_viewport_size(WIDE)
     screenshot(page, screenshots, "usage")
 
-    # Narrow scopes: Edit, those scopes unchecked; saved, the list shows the key narrowed.
-    view.get_by_role("button", name="Narrow scopes").click()
+    # Narrow scopes: Edit, those scopes unchecked; cancelled, back where it began.
+    narrow = view.get_by_role("button", name="Narrow scopes")
+    narrow.click()
     form = dialog(page, "Edit key")
     expect(form.get_by_role("checkbox", name="monitor:read", exact=True)).to_be_checked()
     expect(form.get_by_role("checkbox", name="monitor:write", exact=True)).not_to_be_checked()
     expect(form.get_by_role("checkbox", name="site:read", exact=True)).not_to_be_checked()
+    form.get_by_role("button", name="Cancel").click()
+    expect(narrow).to_be_focused()
+    # Saved, it finishes where it began: the key's usage, saying what changed, with no
+    # unused scope left; the list behind it shows the key narrowed.
+    narrow.click()
     form.get_by_role("button", name="Save").click()
     expect(form).to_be_hidden()
+    expect(view.get_by_role("status")).to_have_text("Scopes narrowed to monitor:read.")
+    expect(view.get_by_role("heading", name="Usage of Deploys")).to_be_focused()
+    expect(view.get_by_role("list", name="Unused scopes")).to_be_hidden()
+    expect(view).to_contain_text("None: every scope of this key was checked.")
+    expect(narrow).to_be_disabled()
+    view.get_by_role("button", name="Back to keys").click()
     expect(row(page, "Deploys").get_by_role("listitem")).to_have_text(["monitor:read"])
-    expect(row(page, "Deploys").get_by_role("button", name="Edit")).to_be_focused()
+    expect(row(page, "Deploys").get_by_role("button", name="Usage")).to_be_focused()
+    expect(page.get_by_role("status").filter(has_text="narrowed")).to_have_count(0)
 
     # Nothing to narrow, said under the button.
     for name, why in (
