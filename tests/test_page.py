@@ -191,3 +191,16 @@ def test_the_cycle_finder_finds_a_circle():
         "a.js",
     ]
     assert cycle({"a.js": {"b.js"}, "b.js": set()}) is None
+
+
+def test_every_audit_action_has_words_and_keeps_its_code_in_the_filter(client):
+    from app.audit import ACTIONS
+    from app.page import ACTION_WORDS
+
+    assert set(ACTION_WORDS) == set(ACTIONS)
+    markup = Markup()
+    markup.feed(client.get("/").get_data(as_text=True))
+    options = markup.options["audit-action"][1:]
+    assert [(o["value"], o["data-words"]) for o in options] == [
+        (action, ACTION_WORDS[action]) for action in ACTIONS
+    ]

@@ -1679,6 +1679,8 @@ def test_the_audit_log_shows_the_organizations_events(tab, server, org, screensh
         "POST", f"/api/keys/{identifier(nightly['key'])}/rotate", org.sdk, {"grace_seconds": 60}
     )
     assert rotated.status == 201
+    gone = make_key(server, org.sdk, "Gone soon")
+    assert server.request("DELETE", f"/api/keys/{identifier(gone['key'])}", org.sdk).status == 204
     page = tab.page
     use_key(page, org.sdk)
     audit = page.get_by_role("button", name="Audit log")
@@ -1689,15 +1691,22 @@ def test_the_audit_log_shows_the_organizations_events(tab, server, org, screensh
     table = page.get_by_role("table", name="Audit log")
     headers = table.get_by_role("columnheader").all_text_contents()
     assert headers == ["Time", "Action", "Actor", "Target", "Changes"]
-    expect(page.get_by_text("Page 1 of 1 · 14 events")).to_be_visible()
+    expect(page.get_by_text("Page 1 of 1 · 16 events")).to_be_visible()
 
     events = server.request("GET", "/api/audit?action=key.updated", org.sdk).json()["data"]
     [update] = events
-    updated = table.get_by_role("row").filter(has=page.get_by_text("key.updated", exact=True))
+    # Actions in words; actors and targets by name, with their shown values (issue 36).
+    updated = table.get_by_role("row").filter(has=page.get_by_text("Updated", exact=True))
     expect(updated).to_have_count(1)
     expect(updated.get_by_role("cell").first).to_contain_text(shown_time(update["at"]))
-    expect(updated).to_contain_text(identifier(org.sdk) + "...")  # the actor
-    expect(updated).to_contain_text(identifier(nightly["key"]) + "...")  # the target
+    cells = updated.get_by_role("cell")
+    expect(cells.nth(2)).to_have_text(f"SDK Integration ({identifier(org.sdk)}...)")
+    expect(cells.nth(3)).to_have_text(f"Nightly backups ({identifier(nightly['key'])}...)")
+    # A deleted key is still named in its events.
+    deleted = table.get_by_role("row").filter(has=page.get_by_text("Deleted", exact=True))
+    expect(deleted.get_by_role("cell").nth(3)).to_have_text(
+        f"Gone soon ({identifier(gone['key'])}...)"
+    )
     changes = updated.get_by_role("listitem")
     expect(changes).to_contain_text(
         [
@@ -1707,11 +1716,11 @@ def test_the_audit_log_shows_the_organizations_events(tab, server, org, screensh
             "Rate limit: none → 100 per 60 s",
         ]
     )
-    rotation = table.get_by_role("row").filter(has=page.get_by_text("key.rotated", exact=True))
+    rotation = table.get_by_role("row").filter(has=page.get_by_text("Rotated", exact=True))
     expect(rotation).to_contain_text("Replaced by: " + identifier(rotated.json()["key"]) + "...")
     expect(rotation).to_contain_text("Grace period (seconds): 60")
     first = table.get_by_role("row").filter(has=page.get_by_text("Telemetry", exact=False)).last
-    expect(first).to_contain_text("operator")
+    expect(first.get_by_role("cell").nth(2)).to_have_text("Operator (command line)")
     expect(first).to_contain_text("Name: Telemetry")
     expect(first).to_contain_text("Scopes: monitor:telemetry")
     expect(first).not_to_contain_text("Enabled")  # a default is no news
@@ -1721,20 +1730,25 @@ def test_the_audit_log_shows_the_organizations_events(tab, server, org, screensh
     page.get_by_label("Action").select_option("key.updated")
     expect(page.get_by_text("Page 1 of 1 · 1 event", exact=True)).to_be_visible()
     expect(table.get_by_role("row")).to_have_count(2)
+    # The filter keeps the codes beside the words, as the API's `action` takes them.
+    options = page.get_by_label("Action").locator("option").all_text_contents()
+    assert "Revoked as leaked (key.revoked)" in options
     page.get_by_label("Action").select_option("key.created")
     page.get_by_label("Events per page").select_option("10")
-    expect(page.get_by_text("Page 1 of 2 · 12 events")).to_be_visible()
+    expect(page.get_by_text("Page 1 of 2 · 13 events")).to_be_visible()
     page.get_by_role("button", name="Next page").click()
-    expect(page.get_by_text("Page 2 of 2 · 12 events")).to_be_visible()
-    expect(table.get_by_role("row")).to_have_count(3)
+    expect(page.get_by_text("Page 2 of 2 · 13 events")).to_be_visible()
+    expect(table.get_by_role("row")).to_have_count(4)
     expect(page.get_by_role("button", name="Next page")).to_be_disabled()
     page.get_by_label("Action").select_option("key.revoked")
-    expect(table.get_by_role("cell", name="No key.revoked events.")).to_be_visible()
+    expect(
+        table.get_by_role("cell", name="No events: Revoked as leaked (key.revoked).")
+    ).to_be_visible()
     page.get_by_label("Action").select_option("")
 
     # At 390 px: each event a card, nothing wider than the window.
     page.set_viewport_size(NARROW)
-    expect(page.get_by_text("Page 1 of 2 · 14 events")).to_be_visible()
+    expect(page.get_by_text("Page 1 of 2 · 16 events")).to_be_visible()
     assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW["width"]
     screenshot(page, screenshots, "audit-narrow")
     page.set_viewport_size(WIDE)
@@ -1745,7 +1759,7 @@ def test_the_audit_log_shows_the_organizations_events(tab, server, org, screensh
     expect(page.get_by_role("heading", name="Audit log")).to_be_hidden()
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Audit log")).to_be_focused()
-    expect(page.get_by_text("Page 1 of 2 · 14 events")).to_be_visible()  # afresh, 10 a page
+    expect(page.get_by_text("Page 1 of 2 · 16 events")).to_be_visible()  # afresh, 10 a page
     page.keyboard.press("Tab")
     expect(page.get_by_role("button", name="Back to keys")).to_be_focused()
     page.keyboard.press("Enter")
@@ -1831,10 +1845,12 @@ def test_the_list_charts_each_keys_last_30_days_of_use(tab, server, org, screens
     headers = page.get_by_role("columnheader").all_text_contents()
     assert headers[:7] == ["Name", "Kind", "Scopes", "Created", "Last used", "Expires", "Usage"]
     drawn = chart(page, "Deploys").get_by_role("img")
-    expect(drawn).to_have_accessible_name("Last 30 days: 5 requests, 2 refused")
+    expect(drawn).to_have_accessible_name("Last 30 days: 5 requests · 2 refused")
     expect(drawn).to_be_visible()
+    # The same words for the eyes: every request, then how many of them were refused.
+    expect(chart(page, "Deploys").locator(".figures")).to_have_text("5 requests · 2 refused")
     expect(chart(page, "Idle").get_by_role("img")).to_have_accessible_name(
-        "Last 30 days: 0 requests, 0 refused"
+        "Last 30 days: 0 requests · 0 refused"
     )
     # Allowed above the line, refused below it: told apart by where they stand, not by colour.
     today = drawn.locator(".allowed").last
@@ -1896,7 +1912,7 @@ def test_a_keys_usage_view_shows_its_days_and_scopes_and_narrows_them(
     view = page.get_by_role("region", name="Usage of Deploys")
     expect(view.get_by_role("heading", name="Usage of Deploys")).to_be_focused()
     expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
-    expect(view.get_by_role("img")).to_have_accessible_name("Last 30 days: 5 requests, 2 refused")
+    expect(view.get_by_role("img")).to_have_accessible_name("Last 30 days: 5 requests · 2 refused")
     axis = view.locator(".x-axis")
     expect(axis).to_contain_text(datetime.now(UTC).strftime("%-d %b"))  # UTC days
     expect(view.locator(".y-axis")).to_contain_text("3")

@@ -5,7 +5,7 @@ import { API, api } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, element, sortedEntries, timeOf } from "./dom.js";
 import { lacking, session } from "./session.js";
-import { forgetReads, number, readUsage, refusedOf, usageChart } from "./usage-chart.js";
+import { countWords, forgetReads, readUsage, usageChart } from "./usage-chart.js";
 
 export const listing = { page: 1, pageSize: 50, kind: "", state: "", unusedDays: "" };
 // The keys on screen by shown value, for the buttons of their rows.
@@ -128,10 +128,8 @@ function usageCell(key) {
   cell.setAttribute("aria-busy", "true");
   readUsage(key.key)
     .then((usage) => {
-      const refused = usage.buckets.reduce((sum, bucket) => sum + refusedOf(bucket), 0);
-      const figures = `${number(usage.total.allowed + refused)} · ${number(refused)} refused`;
-      const shown = element("span", figures, "figures");
-      shown.setAttribute("aria-hidden", "true"); // the chart's name says it
+      const shown = element("span", countWords(usage), "figures");
+      shown.setAttribute("aria-hidden", "true"); // the chart's name says the same words
       const drawn = element("div"); // one item of the narrow layout's grid
       drawn.append(usageChart(usage, "small"), shown);
       cell.replaceChildren(drawn);
