@@ -159,16 +159,21 @@ def _locked(caller: Caller, key: Key) -> Iterator[Key]:
         raise
 
 
+def _key_named(organization_id: int, reference: str) -> Key | None:
+    """The organization's key named by `reference` (its full value, identifier or
+    `<identifier>...`); None for any other."""
+    if keyformat.is_full_key(reference):
+        return queries.key_by_digest(organization_id, keyformat.digest(reference))
+    identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
+    if keyformat.is_identifier(identifier):
+        return queries.key_by_identifier(organization_id, identifier)
+    return None
+
+
 def find_key(caller: Caller, reference: str) -> Key:
     """The caller's organization's key named by `reference` (its full value, identifier or
     `<identifier>...`); 404 for any other."""
-    key = None
-    if keyformat.is_full_key(reference):
-        key = queries.key_by_digest(caller.organization_id, keyformat.digest(reference))
-    else:
-        identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
-        if keyformat.is_identifier(identifier):
-            key = queries.key_by_identifier(caller.organization_id, identifier)
+    key = _key_named(caller.organization_id, reference)
     if key is None:
         raise _not_found()
     return key
@@ -474,9 +479,7 @@ def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]
 
 def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     """The operator's key: any kind and scopes, in an existing organization."""
-    organization_id = queries.organization_id(organization_name)
-    if organization_id is None:
-        raise OrganizationError(f'no organization is named "{organization_name}"')
+    organization_id = _organization_id(organization_name)
     created = _add_key(
         organization_id,
         data["name"],
@@ -487,3 +490,59 @@ def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     )
     db.session.commit()
     return created
+
+
+def _organization_id(organization_name: str) -> int:
+    organization_id = queries.organization_id(organization_name)
+    if organization_id is None:
+        raise OrganizationError(f'no organization is named "{organization_name}"')
+    return organization_id
+
+
+# How many keys the operator's list reads at a time.
+_OPERATOR_PAGE = 200
+
+
+def operator_keys(organization_name: str) -> Iterator[Key]:
+    """Every key of an organization, oldest first, as the API lists them (the operator's
+    CLI, for the day every managing key is lost); OrganizationError, at the call, for an
+    unknown organization."""
+    organization_id = _organization_id(organization_name)
+
+    def pages() -> Iterator[Key]:
+        page = 1
+        while True:
+            found = queries.keys_page(organization_id, page, _OPERATOR_PAGE)
+            yield from found.data
+            if page * _OPERATOR_PAGE >= found.total_count:
+                return
+            page += 1
+
+    return pages()
+
+
+def operator_delete(organization_name: str, reference: str) -> Key:
+    """The operator deletes an organization's key (any key: the operator always can),
+    recorded as key.deleted by the operator; the key as it was. OrganizationError for an
+    unknown organization or key."""
+    organization_id = _organization_id(organization_name)
+    try:
+        key = _key_named(organization_id, reference)
+        current = key and queries.locked_key(organization_id, key.identifier)
+        if current is None:
+            raise OrganizationError(
+                f'organization "{organization_name}" has no key "{keyformat.masked(reference)}"'
+            )
+        db.session.execute(_DELETE, {"key": current.identifier})
+        audit.record(
+            "key.deleted",
+            organization_id=organization_id,
+            actor=audit.OPERATOR,
+            target=current.identifier,
+            target_key=current,
+        )
+        db.session.commit()
+    except BaseException:
+        db.session.rollback()
+        raise
+    return current
