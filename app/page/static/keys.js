@@ -145,6 +145,24 @@ function usageCell(key) {
   return cell;
 }
 
+// Every scope there is (app/scopes.py, written into the page).
+const EVERY_SCOPE = document.body.dataset.scopes.split(" ");
+// More scopes than this are said in a few words ("all 11 scopes"), their list on demand.
+const SCOPES_SHOWN = 4;
+
+/** A key's scopes as badges; many of them, a disclosure whose summary counts them. */
+function scopeList(names) {
+  const list = element("ul", undefined, "scope-list");
+  list.append(...names.map((scope) => element("li", scope)));
+  if (names.length <= SCOPES_SHOWN) {
+    return list;
+  }
+  const more = element("details", undefined, "scopes-more");
+  const count = names.length === EVERY_SCOPE.length ? `all ${names.length}` : names.length;
+  more.append(element("summary", `${count} scopes`), list);
+  return more;
+}
+
 function keyRow(key) {
   const row = element("tr");
   const slug = key.key.replace(/[^A-Za-z0-9_-]/g, "");
@@ -153,11 +171,7 @@ function keyRow(key) {
   kind.dataset.label = "Kind";
   const scopes = element("td");
   scopes.dataset.label = "Scopes";
-  const list = element("ul", undefined, "scope-list");
-  for (const scope of key.scopes) {
-    list.append(element("li", scope));
-  }
-  scopes.append(list);
+  scopes.append(scopeList(key.scopes));
   row.append(
     nameCell(key, nameId),
     kind,
