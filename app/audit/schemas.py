@@ -12,7 +12,10 @@ from app.timestamps import iso
 
 def _key_reference(value: str) -> None:
     if not keyformat.is_identifier(value.removesuffix(keyformat.SHOWN_SUFFIX)):
-        raise ValidationError("Must be a key's identifier or its shown form <identifier>....")
+        raise ValidationError(
+            'Must name a key: its identifier, or its shown form ending in "...", as the '
+            "list of keys shows it."
+        )
 
 
 class EventArguments(PageArguments):
