@@ -10,6 +10,9 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+# An offset whose `+` a query string turned into a space: "2026-11-27T09:00:00 01:00".
+_SPACED_OFFSET = re.compile(r".*[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)? [0-9]{2}(:?[0-9]{2})?")
+
 
 class Timestamp(fields.AwareDateTime):
     """An ISO 8601 time with `Z` or an offset (a time without one is refused: whose
@@ -18,10 +21,20 @@ class Timestamp(fields.AwareDateTime):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(format="iso", **kwargs)
         self.error_messages["invalid_awareness"] = (
-            "Not a valid timestamp with an offset: give Z or +HH:MM."
+            "Has no offset: end it with Z (UTC) or an offset such as +01:00 (%2B01:00 in a "
+            "query string)."
+        )
+        self.error_messages["invalid"] = (
+            "Not an ISO 8601 time: write it as 2026-11-27T09:30:00Z (UTC), or with an "
+            "offset such as +01:00 (%2B01:00 in a query string)."
         )
 
     def _deserialize(self, value, attr, data, **kwargs) -> datetime:
+        if isinstance(value, str) and _SPACED_OFFSET.fullmatch(value):
+            raise ValidationError(
+                "A space stands where the offset's + should be: in a query string a + "
+                "means a space, so write it as %2B, or give the time in UTC with Z."
+            )
         moment = super()._deserialize(value, attr, data, **kwargs)
         try:
             return moment.astimezone(UTC).replace(tzinfo=None)
@@ -36,6 +49,10 @@ class QueryInteger(fields.Integer):
     _PATTERN = re.compile(r"-?[0-9]{1,18}")
     MAX = 10**18 - 1  # stated, so that the OpenAPI document says it
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error_messages["invalid"] = "Must be a whole number, such as 2."
+
     def _deserialize(self, value, attr, data, **kwargs) -> int:
         if type(value) is int:  # not a bool
             return value
@@ -47,8 +64,17 @@ class QueryInteger(fields.Integer):
 class PageArguments(Schema):
     """Paging, as every listing takes it."""
 
-    page = QueryInteger(load_default=1, validate=validate.Range(min=1, max=QueryInteger.MAX))
-    page_size = QueryInteger(load_default=50, validate=validate.Range(min=1, max=200))
+    page = QueryInteger(
+        load_default=1,
+        validate=[
+            validate.Range(min=1, error="Pages start at 1."),
+            validate.Range(max=QueryInteger.MAX, error="Past the last page there can be."),
+        ],
+    )
+    page_size = QueryInteger(
+        load_default=50,
+        validate=validate.Range(min=1, max=200, error="A page holds from 1 to 200 items."),
+    )
 
 
 # A rate limit's bounds (CONTRACT.md section 15).

@@ -13,6 +13,7 @@ from app.database import upgrade_embedded
 from app.keys import service
 
 NOTICE = "These keys are shown once and will not be shown again: store them now."
+NOTICE_ONE = "This key is shown once and will not be shown again: store it now."
 
 
 def describe_keys(keys) -> list[str]:

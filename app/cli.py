@@ -1,5 +1,6 @@
 """The operator's commands: `flask first-start`, `flask org create`, `flask org list`,
-`flask org policy`, `flask key create`, `flask audit export`."""
+`flask org policy`, `flask key create`, `flask key list`, `flask key delete`,
+`flask audit export`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from marshmallow import ValidationError
 from app import audit, queries
 from app.arguments import Timestamp
 from app.audit import schemas as audit_schemas
-from app.bootstrap import NOTICE, describe_keys, first_start
+from app.bootstrap import NOTICE, NOTICE_ONE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
 from app.keys import schemas, service
@@ -23,7 +24,7 @@ from app.scopes import KINDS, SCOPES
 from app.timestamps import iso
 
 org = AppGroup("org", help="Manage organizations.")
-key = AppGroup("key", help="Mint keys as the operator.")
+key = AppGroup("key", help="Mint, list and delete keys as the operator.")
 audit_log = AppGroup("audit", help="Read the audit log.")
 
 
@@ -34,7 +35,7 @@ def _one_line(error: ValidationError) -> str:
 
 
 def _organization_name(option: str, value: str) -> str:
-    """An organization's name as the API takes it (no control character, a bounded size)."""
+    """An organization's name, by the rules of a key's name (one rule: schemas.Name)."""
     try:
         return schemas.Name(required=True).deserialize(value)
     except ValidationError as error:
@@ -54,7 +55,8 @@ def _show(heading: str, keys, as_json: bool, organization: str) -> None:
         objects = [schemas.created_key(k, full_key) for k, full_key in keys]
         click.echo(json.dumps({"organization": organization, "keys": objects}))
     else:
-        click.echo("\n".join([heading, *describe_keys(keys), NOTICE]))
+        notice = NOTICE_ONE if len(keys) == 1 else NOTICE
+        click.echo("\n".join([heading, *describe_keys(keys), notice]))
 
 
 @click.command("first-start")
@@ -260,6 +262,45 @@ def create_key(
         click.echo(json.dumps(schemas.created_key(*created)))
     else:
         _show(f'Created a key in organization "{organization}".', [created], False, organization)
+
+
+@key.command("list")
+@click.argument("organization")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def list_keys(organization: str, as_json: bool) -> None:
+    """List an organization's keys, oldest first, as the API shows them (never a full key),
+    for the day every managing key is lost."""
+    organization = _organization_name("ORGANIZATION", organization)
+    _prepare_database()
+    try:
+        keys = [schemas.dump_key(k) for k in service.operator_keys(organization)]
+    except service.OrganizationError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps({"organization": organization, "keys": keys}))
+        return
+    for shown in keys:
+        scopes = " ".join(shown["scopes"])
+        used = shown["last_used"] or "never"
+        click.echo(f"{shown['key']}\t{shown['kind']}\t{shown['name']}\t{scopes}\tlast used {used}")
+    count = len(keys)
+    click.echo(f'{count} {"key" if count == 1 else "keys"} in organization "{organization}".')
+
+
+@key.command("delete")
+@click.argument("organization")
+@click.argument("reference", metavar="KEY")
+def delete_key(organization: str, reference: str) -> None:
+    """Delete KEY (its identifier, shown value <identifier>... or full value) of an
+    organization at once and for good, recorded in the audit log as the operator's."""
+    organization = _organization_name("ORGANIZATION", organization)
+    _prepare_database()
+    try:
+        deleted = service.operator_delete(organization, reference)
+    except service.OrganizationError as error:
+        raise click.ClickException(str(error)) from None
+    shown = schemas.dump_key(deleted)
+    click.echo(f'Deleted {shown["name"]} ({shown["key"]}, {shown["kind"]}) of "{organization}".')
 
 
 @audit_log.command("export")

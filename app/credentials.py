@@ -43,13 +43,15 @@ class Caller(NamedTuple):
     quota_requests: int | None = None
     quota_period: str | None = None
     quota_counter: str | None = None
+    # Its name, which the audit log keeps beside its shown value.
+    name: str = ""
 
 
 def scheme_of(header: str | None) -> str | None:
     """The scheme (lowercase) of an Authorization header that carries something after it,
     well formed or not; None for no header or a scheme alone."""
     scheme, _, value = (header or "").partition(" ")
-    return scheme.lower() if value.strip(" \t") else None
+    return scheme.lower() if value.strip(" 	") else None
 
 
 def presented(header: str | None) -> Presented | None:

@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
 from app import keyformat
+from app.messages import plain
 
 PROBLEM_JSON = "application/problem+json"
 # Where marshmallow puts what is wrong with a body as a whole (no one field), and how a
@@ -101,14 +102,15 @@ def problem_document(
 
 
 def flatten(messages: Mapping) -> dict[str, list[str]]:
-    """marshmallow's nested messages as {field: [message, ...]}; list items are named."""
+    """marshmallow's nested messages as {field: [message, ...]}, in words that say what to
+    do (app/messages.py); list items are named."""
     flat: dict[str, list[str]] = {}
     for field, value in messages.items():
         if isinstance(value, Mapping):
             for index, inner in flatten(value).items():
                 flat.setdefault(str(field), []).extend(f"Item {index}: {m}" for m in inner)
         else:
-            flat.setdefault(str(field), []).extend(str(m) for m in value)
+            flat.setdefault(str(field), []).extend(plain(str(m)) for m in value)
     return flat
 
 

@@ -133,6 +133,13 @@ class AuditEvent(db.Model):
     actor: Mapped[str] = mapped_column(String(70))
     # The shown value of the key acted on.
     target: Mapped[str] = mapped_column(String(70))
+    # The acting and target keys' names and kinds when the event was recorded, so that the
+    # log says which key it was after a rename or a delete. None: not a key (the operator,
+    # a leak report), or an event recorded before they were kept (migration 0006).
+    actor_name: Mapped[str | None] = mapped_column(String(200))
+    actor_kind: Mapped[str | None] = mapped_column(String(20))
+    target_name: Mapped[str | None] = mapped_column(String(200))
+    target_kind: Mapped[str | None] = mapped_column(String(20))
     client_address: Mapped[str | None] = mapped_column(String(100))
     details: Mapped[dict[str, Any]] = mapped_column(JSON)
 

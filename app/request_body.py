@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import request
 
-from app.errors import ApiError
+from app.errors import ApiError, invalid
 
 
 def _no_constant(name: str) -> Any:
@@ -72,9 +72,14 @@ def has_body() -> bool:
     return bool(request.content_length) or "Transfer-Encoding" in request.headers
 
 
+_GIVEN_TWICE = "Given more than once: give each query parameter once."
+
+
 def query_arguments() -> dict[str, Any]:
-    """The query string for a schema: a name given once is its value, given several
-    times the list of them (which the schema refuses, naming it)."""
-    return {
-        name: values[0] if len(values) == 1 else values for name, values in request.args.lists()
-    }
+    """The query string for a schema, each name with its value; a name given several times
+    is refused (422), naming it."""
+    arguments = request.args.lists()
+    twice = {name: [_GIVEN_TWICE] for name, values in arguments if len(values) > 1}
+    if twice:
+        raise invalid(twice)
+    return {name: values[0] for name, values in request.args.lists()}

@@ -186,3 +186,53 @@ def test_cli_minted_keys_are_recorded_as_the_operators(client, org, runner):
 def test_a_page_far_past_the_end_is_empty(client, org):
     body = events(client, org.sdk, "?page=999999999999999999&page_size=200")
     assert (body["data"], body["total_count"]) == ([], 2)
+
+
+def names(event: dict) -> tuple:
+    return (event["actor_name"], event["actor_kind"], event["target_name"], event["target_kind"])
+
+
+def test_each_event_names_its_keys_as_they_were_when_it_was_recorded(client, org):
+    """Issue 36: after a rename or a delete, the log still says which key it was."""
+    made = client.post(
+        "/api/keys",
+        json={"name": "ci", "kind": "custom", "scopes": ["site:read"]},
+        auth=(org.sdk, ""),
+    ).json
+    url = f"/api/keys/{identifier_of(made['key'])}"
+    client.put(url, json={"name": "ci 2"}, auth=(org.sdk, ""))
+    rotated = client.post(f"{url}/rotate", json={"grace_seconds": 60}, auth=(org.sdk, "")).json
+    # The key renames the key in use, which then acts under its new name.
+    client.put(
+        f"/api/keys/{identifier_of(org.sdk)}", json={"name": "Renamed SDK"}, auth=(org.sdk, "")
+    )
+    client.delete(url, auth=(org.sdk, ""))
+    data = events(client, org.sdk)["data"]
+    deleted, renamed_self, rotation, replacement, update, creation = data[:6]
+    sdk = ("SDK Integration", "sdk_integration")
+    assert names(creation) == (*sdk, "ci", "custom")
+    assert names(update) == (*sdk, "ci 2", "custom")
+    assert names(replacement) == (*sdk, "ci 2", "custom")
+    assert replacement["target"] == shown(rotated["key"])
+    assert names(rotation) == (*sdk, "ci 2", "custom")
+    assert names(renamed_self) == (*sdk, "Renamed SDK", "sdk_integration")
+    assert deleted["action"] == "key.deleted"
+    assert names(deleted) == ("Renamed SDK", "sdk_integration", "ci 2", "custom")
+    # the first keys, made by the operator: no acting key
+    first = data[-1]
+    assert names(first) == (None, None, "Telemetry", "telemetry")
+
+
+def test_a_revoked_leaked_key_is_named_in_its_event(client, org, make_key):
+    leaked = make_key(name="pasted in a ticket", scopes=["site:read"])
+    answer = client.post("/api/revoke", json={"keys": [leaked]})
+    assert answer.status_code == 202
+    revoked = events(client, org.sdk, "?action=key.revoked")["data"][0]
+    assert revoked["actor"] == "leak-report"
+    assert names(revoked) == (None, None, "pasted in a ticket", "custom")
+
+
+def test_the_export_names_keys_too(client, org, runner):
+    result = runner.invoke(args=["audit", "export", "--org", "acme"])
+    first = json.loads(result.output.splitlines()[0])
+    assert names(first) == (None, None, "Telemetry", "telemetry")

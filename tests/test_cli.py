@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from app.keyformat import identifier_of
 from tests.contract import KEY_FIELDS
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 
@@ -223,6 +224,9 @@ def test_key_create_says_the_key_will_not_be_shown_again(runner, org):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert NOT_SHOWN_AGAIN.search(result.output), result.output
+    # One key: said of one key.
+    assert "This key is shown once and will not be shown again" in result.output
+    assert "These keys" not in result.output
 
 
 def test_key_create_json_prints_the_key_object_with_the_full_key(runner, client, org):
@@ -406,3 +410,103 @@ def test_first_start_makes_default_once_and_shows_its_keys_once(runner, client, 
     assert again.exit_code == 0, again.output
     assert printed_keys(again.output) == []
     assert [name for (name,) in sql("SELECT name FROM organizations")] == ["default"]
+
+
+# --- the operator's key list and delete (issue 36) -------------------------------------------
+
+
+def test_key_list_shows_every_key_of_the_organization_and_never_a_full_key(
+    runner, client, org, other_org, monkeypatch
+):
+    from app.keys import service
+
+    made = client.post(
+        "/api/keys",
+        json={"name": "Deploys", "kind": "custom", "scopes": ["site:read", "monitor:read"]},
+        auth=(org.sdk, ""),
+    ).json
+    monkeypatch.setattr(service, "_OPERATOR_PAGE", 2)  # read in pages, each key once
+    result = invoke(runner, "key", "list", "acme")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [line.split("\t")[:3] for line in lines[:-1]] == [
+        [identifier_of(org.telemetry) + "...", "telemetry", "Telemetry"],
+        [identifier_of(org.sdk) + "...", "sdk_integration", "SDK Integration"],
+        [identifier_of(made["key"]) + "...", "custom", "Deploys"],
+    ]
+    assert lines[2].split("\t")[3:] == ["monitor:read site:read", "last used never"]
+    assert lines[-1] == '3 keys in organization "acme".'
+    assert printed_keys(result.output) == []
+    as_json = json.loads(invoke(runner, "key", "list", "acme", "--json").stdout)
+    assert as_json["organization"] == "acme"
+    listed = client.get("/api/keys", auth=(org.sdk, "")).json["data"]
+    assert as_json["keys"] == listed
+
+
+@pytest.mark.parametrize("args", [["nobody"], [""], ["nul\x00here"]])
+def test_key_list_refusals_are_one_line(runner, sql, org, args):
+    before = counts(sql)
+    assert_refused(invoke(runner, "key", "list", *args), sql, before)
+
+
+@pytest.mark.parametrize("form", ["identifier", "shown", "full"])
+def test_key_delete_ends_a_key_and_records_it_as_the_operators(runner, client, org, form):
+    reference = {
+        "identifier": identifier_of(org.sdk),
+        "shown": identifier_of(org.sdk) + "...",
+        "full": org.sdk,
+    }[form]
+    result = invoke(runner, "key", "delete", "acme", reference)
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f'Deleted SDK Integration ({identifier_of(org.sdk)}..., sdk_integration) of "acme".\n'
+    )
+    assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 401
+    # Every managing key lost: the operator mints one, which reads the log.
+    minted = invoke(
+        runner, "key", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "R"
+    )
+    (recovery,) = printed_keys(minted.output)
+    deleted = client.get("/api/audit?action=key.deleted", auth=(recovery, "")).json["data"]
+    assert [(e["actor"], e["target"], e["target_name"]) for e in deleted] == [
+        ("operator", identifier_of(org.sdk) + "...", "SDK Integration")
+    ]
+    assert deleted[0]["client_address"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["nobody", "ak_whatever0"], 'no organization is named "nobody"'),
+        (["acme", "ak_unknownkey0"], 'organization "acme" has no key "ak_unknownkey0"'),
+        (["acme", "not a key"], 'organization "acme" has no key "not a key"'),
+    ],
+)
+def test_key_delete_refusals_are_one_line_and_delete_nothing(runner, sql, org, args, said):
+    before = counts(sql)
+    result = invoke(runner, "key", "delete", *args)
+    assert_refused(result, sql, before)
+    assert said in result.stderr
+
+
+def test_key_delete_of_another_organizations_key_deletes_nothing(runner, sql, org, other_org):
+    before = counts(sql)
+    result = invoke(runner, "key", "delete", "acme", other_org.sdk)
+    assert_refused(result, sql, before)
+    assert other_org.sdk not in result.stderr  # a full key is never echoed
+    assert identifier_of(other_org.sdk) + "..." in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["   ", "x" * 201, "bidi \u202e", "tab\there"], ids=["blank", "long", "bidi", "tab"]
+)
+def test_organization_names_follow_the_rules_of_key_names(runner, sql, client, org, name):
+    """One rule for both (schemas.Name): what a key's name may not be, an organization's
+    may not either, with the same words."""
+    refused_key = client.post(
+        "/api/keys", json={"name": name, "kind": "telemetry"}, auth=(org.sdk, "")
+    ).json["errors"]["name"]
+    before = counts(sql)
+    result = invoke(runner, "org", "create", name)
+    assert_refused(result, sql, before)
+    assert result.stderr.strip() == f"Error: name: {' '.join(refused_key)}"

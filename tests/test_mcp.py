@@ -24,6 +24,7 @@ from app.challenges import Challenge
 from app.keys import service
 from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
 from app.mcp import server as mcp_server
+from app.messages import WORDS
 from app.scopes import KINDS, SCOPES
 from tests.processes import PROJECT, run
 
@@ -351,7 +352,7 @@ def test_no_error_repeats_a_key_the_request_carried(client, org):
     as_argument = rpc(client, org.sdk, "tools/call", {"name": "create_key", "arguments": arguments})
     assert as_tool.json["error"]["code"] == -32602
     assert as_method.json["error"]["code"] == -32601
-    assert refused(as_argument.json["result"])["errors"] == {shown: ["Unknown field."]}
+    assert refused(as_argument.json["result"])["errors"] == {shown: [WORDS["Unknown field."]]}
     for response in (as_tool, as_method, as_argument):
         text = response.get_data(as_text=True)
         assert key not in text and shown in text, text
@@ -723,12 +724,12 @@ def test_a_refusal_is_an_error_result_with_the_rest_body(
 @pytest.mark.parametrize(
     ("tool", "arguments", "field", "message"),
     [
-        ("get_key", {}, "key", "Missing data for required field."),
-        ("get_key", {"key": 5}, "key", "Not a valid string."),
-        ("get_key", {"key": "x", "name": "y"}, "name", "Unknown field."),
-        ("delete_key", {}, "key", "Missing data for required field."),
-        ("update_key", {"name": "x"}, "key", "Missing data for required field."),
-        ("rotate_key", {"grace_seconds": 5}, "key", "Missing data for required field."),
+        ("get_key", {}, "key", WORDS["Missing data for required field."]),
+        ("get_key", {"key": 5}, "key", WORDS["Not a valid string."]),
+        ("get_key", {"key": "x", "name": "y"}, "name", WORDS["Unknown field."]),
+        ("delete_key", {}, "key", WORDS["Missing data for required field."]),
+        ("update_key", {"name": "x"}, "key", WORDS["Missing data for required field."]),
+        ("rotate_key", {"grace_seconds": 5}, "key", WORDS["Missing data for required field."]),
     ],
 )
 def test_a_tool_that_names_no_key_is_refused_naming_key(

@@ -276,7 +276,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # with defaults, which a row written without them takes. 0005 added key_usage, a table of its
 # own: keys are stored as before. 0006 added nullable quota columns: rows stored without them
 # have no quota. 0007 added nullable columns to organizations (no policy): keys are stored as
-# before. 0008 rewrote values of allowed_ips: keys are stored as before.
+# before. 0008 rewrote values of allowed_ips: keys are stored as before. 0009 added nullable
+# columns to audit_events: keys are stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -286,6 +287,7 @@ STORE_KEYS_AT = {
     "0006": insert_first_revision_keys,
     "0007": insert_first_revision_keys,
     "0008": insert_first_revision_keys,
+    "0009": insert_first_revision_keys,
 }
 
 
@@ -321,6 +323,45 @@ def test_allowed_ips_stored_in_ipv4_mapped_form_are_rewritten_in_ipv4_form(app_o
         2: ["192.0.2.0/24", "::1/128"],
         3: [],
     }
+
+
+def test_events_recorded_before_0009_read_with_null_names(app_on, new_database):
+    """A name recorded now cannot be made up for an older event (its key may be gone or
+    renamed since): such events show null names, and new ones name their keys."""
+    database = new_database()
+    app = app_on(database)
+    with app.app_context():
+        command.upgrade(alembic_config(), "0008")
+        insert_first_revision_keys(db.engine)
+        events = sa.table(
+            "audit_events",
+            *(sa.column(name, sa.String) for name in ("action", "actor", "target")),
+            sa.column("organization_id", sa.Integer),
+            sa.column("at", sa.DateTime),
+            sa.column("details", sa.JSON),
+        )
+        with db.engine.begin() as connection:
+            connection.execute(
+                sa.insert(events).values(
+                    organization_id=1,
+                    at=datetime(2026, 1, 2, 3, 4, 5),
+                    action="key.deleted",
+                    actor="operator",
+                    target="ak_gonegonegone...",
+                    details={},
+                )
+            )
+    upgrade(app)
+    client = app.test_client()
+    sdk = OLD_KEYS[0][1]
+    client.put(f"/api/keys/{OLD_KEYS[2][0]}", json={"name": "renamed"}, auth=(sdk, ""))
+    newest, old = client.get("/api/audit", auth=(sdk, "")).json["data"]
+    assert (old["target"], old["target_name"], old["actor_name"]) == (
+        "ak_gonegonegone...",
+        None,
+        None,
+    )
+    assert (newest["target_name"], newest["actor_name"]) == ("renamed", "old sdk_integration")
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):

@@ -119,11 +119,11 @@ def test_an_unknown_organization_is_one_line_on_stderr_and_exit_1(runner, org, s
 @pytest.mark.parametrize(
     ("options", "said"),
     [
-        (("--max-keys", "0"), "--max-keys: Must be greater than or equal to 1"),
-        (("--max-keys", "100001"), "--max-keys: Must be greater than or equal to 1 and less"),
+        (("--max-keys", "0"), "--max-keys: Must be a whole number from 1 to 100000."),
+        (("--max-keys", "100001"), "--max-keys: Must be a whole number from 1 to 100000."),
         (("--max-keys", "ten"), "--max-keys: give a whole number, or none"),
         (("--max-keys", "-3"), "--max-keys: give a whole number, or none"),
-        (("--max-key-lifetime-days", "3651"), "--max-key-lifetime-days: Must be greater"),
+        (("--max-key-lifetime-days", "3651"), "--max-key-lifetime-days: Must be a whole number"),
         (("--max-key-lifetime-days", ""), "--max-key-lifetime-days: give a whole number"),
         (("--default-rate-limit", "100"), "--default-rate-limit: give REQUESTS/SECONDS"),
         (("--default-rate-limit", "1/2/3"), "--default-rate-limit: give REQUESTS/SECONDS"),

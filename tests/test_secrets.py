@@ -9,6 +9,7 @@ import pytest
 
 from app import keyformat
 from app.keys import service
+from app.messages import WORDS
 
 
 @pytest.fixture
@@ -209,4 +210,4 @@ def test_an_unknown_member_named_by_a_key_is_named_masked(client, org, unknown):
         "/api/keys", json={"name": "n", "kind": "telemetry", unknown: 1}, auth=(org.sdk, "")
     )
     shown = keyformat.shown(keyformat.identifier_of(unknown))
-    assert assert_masked(response, unknown)["errors"] == {shown: ["Unknown field."]}
+    assert assert_masked(response, unknown)["errors"] == {shown: [WORDS["Unknown field."]]}

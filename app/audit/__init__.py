@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from flask import has_request_context
 from sqlalchemy import insert
@@ -33,6 +33,16 @@ OPERATOR = "operator"
 LEAK_REPORT = "leak-report"
 
 
+class Named(Protocol):
+    """A key as an event names it beside its shown value: a Caller, a queries.Key, a row."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
 def actor_of(caller: Caller) -> str:
     """How an event names the key that acted: its shown value, never the key."""
     return keyformat.shown(caller.identifier)
@@ -45,9 +55,13 @@ def record(
     actor: str,
     target: str,
     details: dict[str, Any] | None = None,
+    actor_key: Named | None = None,
+    target_key: Named | None = None,
 ) -> None:
     """Add one event to the session's transaction; `target` is the key's identifier. The
-    client's address is the one the abuse limits see (None outside a request: the CLI)."""
+    client's address is the one the abuse limits see (None outside a request: the CLI).
+    `actor_key` and `target_key` are the acting and target keys as they are now, whose name
+    and kind the event keeps (None: the actor is no key)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     metrics.audit_recorded(action)
@@ -63,6 +77,10 @@ def record(
             "target": keyformat.shown(target),
             "client_address": addresses.client_address() if has_request_context() else None,
             "details": details or {},
+            "actor_name": None if actor_key is None else actor_key.name,
+            "actor_kind": None if actor_key is None else actor_key.kind,
+            "target_name": None if target_key is None else target_key.name,
+            "target_kind": None if target_key is None else target_key.kind,
         },
     )
 

@@ -12,7 +12,10 @@ from app.timestamps import iso
 
 def _key_reference(value: str) -> None:
     if not keyformat.is_identifier(value.removesuffix(keyformat.SHOWN_SUFFIX)):
-        raise ValidationError("Must be a key's identifier or its shown form <identifier>....")
+        raise ValidationError(
+            'Must name a key: its identifier, or its shown form ending in "...", as the '
+            "list of keys shows it."
+        )
 
 
 class EventArguments(PageArguments):
@@ -35,7 +38,11 @@ class Event(Schema):
     at = fields.Function(lambda event: iso(event.at))
     action = fields.String()
     actor = fields.String()
+    actor_name = fields.String(allow_none=True)
+    actor_kind = fields.String(allow_none=True)
     target = fields.String()
+    target_name = fields.String(allow_none=True)
+    target_kind = fields.String(allow_none=True)
     client_address = fields.String(allow_none=True)
     details = fields.Dict()
 
@@ -55,7 +62,25 @@ EVENT_FIELDS = {
         "type": "string",
         "description": "`<identifier>...` of the acting key, `operator` or `leak-report`.",
     },
+    "actor_name": {
+        "type": ["string", "null"],
+        "description": "The acting key's name when it acted; null for `operator` and "
+        "`leak-report`, and for events recorded before names were kept.",
+    },
+    "actor_kind": {
+        "type": ["string", "null"],
+        "description": "The acting key's kind when it acted; null as for `actor_name`.",
+    },
     "target": {"type": "string", "description": "`<identifier>...` of the key acted on."},
+    "target_name": {
+        "type": ["string", "null"],
+        "description": "The target key's name as this event left it (a deleted or revoked "
+        "key's last name); null for events recorded before names were kept.",
+    },
+    "target_kind": {
+        "type": ["string", "null"],
+        "description": "The target key's kind; null as for `target_name`.",
+    },
     "client_address": {
         "type": ["string", "null"],
         "description": "The client's address as the abuse limits see it; null for the CLI.",

@@ -76,11 +76,17 @@ def _printable(value: str) -> None:
 
 
 class Name(fields.String):
-    """A display name: stored without surrounding white space."""
+    """A display name, a key's or an organization's: stored without surrounding white
+    space."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(
-            validate=[validate.Length(min=1, max=NAME_MAX_LENGTH), _printable], **kwargs
+            validate=[
+                validate.Length(min=1, error="Must not be empty (white space alone is empty)."),
+                validate.Length(max=NAME_MAX_LENGTH, error="Too long: at most {max} characters."),
+                _printable,
+            ],
+            **kwargs,
         )
 
     def _deserialize(self, value, attr, data, **kwargs) -> str:

@@ -100,16 +100,21 @@ def _locked(caller: Caller, key: Key) -> Iterator[Key]:
         raise
 
 
+def _key_named(organization_id: int, reference: str) -> Key | None:
+    """The organization's key named by `reference` (its full value, identifier or
+    `<identifier>...`); None for any other."""
+    if keyformat.is_full_key(reference):
+        return queries.key_by_digest(organization_id, keyformat.digest(reference))
+    identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
+    if keyformat.is_identifier(identifier):
+        return queries.key_by_identifier(organization_id, identifier)
+    return None
+
+
 def find_key(caller: Caller, reference: str) -> Key:
     """The caller's organization's key named by `reference` (its full value, identifier or
     `<identifier>...`); 404 for any other."""
-    key = None
-    if keyformat.is_full_key(reference):
-        key = queries.key_by_digest(caller.organization_id, keyformat.digest(reference))
-    else:
-        identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
-        if keyformat.is_identifier(identifier):
-            key = queries.key_by_identifier(caller.organization_id, identifier)
+    key = _key_named(caller.organization_id, reference)
     if key is None:
         raise _not_found()
     return key
@@ -139,9 +144,11 @@ def _add_key(
     enabled: bool = True,
     quota: dict | None = None,
     quota_counter: str | None = None,
+    actor_key: Caller | None = None,
 ) -> tuple[Key, str]:
-    """A new key in the session's transaction, with its key.created event; with a quota,
-    counted under `quota_counter` (a predecessor's: its count goes on) or its own."""
+    """A new key in the session's transaction, with its key.created event (`actor_key`:
+    the key that made it; None: the operator); with a quota, counted under
+    `quota_counter` (a predecessor's: its count goes on) or its own."""
     allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
     limit = _rate_limit(rate_limit) | _quota(quota) | {"quota_counter": quota_counter}
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
@@ -171,11 +178,16 @@ def _add_key(
         _write_metadata(organization_id, key_id, metadata, fresh=True)
     shown = iso(now)
     expiry = None if expires_at is None else iso(expires_at)
+    # The key as reads give it (queries.Key): its row, with its times as shown.
+    fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
+    made = Key(**{field: fields[field] for field in Key._fields})
     audit.record(
         "key.created",
         organization_id=organization_id,
         actor=actor,
         target=identifier,
+        actor_key=actor_key,
+        target_key=made,
         details={
             "name": name,
             "kind": kind,
@@ -188,9 +200,6 @@ def _add_key(
             "quota": quota,
         },
     )
-    # The key as reads give it (queries.Key): its row, with its times as shown.
-    fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
-    made = Key(**{field: fields[field] for field in Key._fields})
     return made, full_key
 
 
@@ -225,6 +234,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
         **policy,
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
+        actor_key=caller,
     )
     db.session.commit()
     return created
@@ -296,6 +306,8 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
                 actor=audit.actor_of(caller),
                 target=key.identifier,
                 details=details,
+                actor_key=caller,
+                target_key=key,
             )
         db.session.commit()
     return key
@@ -311,6 +323,8 @@ def delete_key(caller: Caller, key: Key) -> None:
             organization_id=caller.organization_id,
             actor=audit.actor_of(caller),
             target=key.identifier,
+            actor_key=caller,
+            target_key=key,
         )
         db.session.commit()
 
@@ -325,14 +339,15 @@ def revoke_leaked(keys: list[str]) -> None:
         statement = (
             delete(ApiKey)
             .where(ApiKey.digest == keyformat.digest(full_key))
-            .returning(ApiKey.organization_id, ApiKey.identifier)
+            .returning(ApiKey.organization_id, ApiKey.identifier, ApiKey.name, ApiKey.kind)
         )
-        for organization_id, identifier in db.session.execute(statement):
+        for revoked in db.session.execute(statement):
             audit.record(
                 "key.revoked",
-                organization_id=organization_id,
+                organization_id=revoked.organization_id,
                 actor=audit.LEAK_REPORT,
-                target=identifier,
+                target=revoked.identifier,
+                target_key=revoked,
             )
     db.session.commit()
 
@@ -375,6 +390,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             **policy,
             metadata=key.metadata,
             quota_counter=key.quota_counter or key.identifier,  # the same holder's count
+            actor_key=caller,
         )
         if grace:
             until = now + timedelta(seconds=grace)
@@ -390,6 +406,8 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
                 "replacement": keyformat.shown(replacement[0].identifier),
                 "grace_seconds": grace,
             },
+            actor_key=caller,
+            target_key=key,
         )
         db.session.commit()
     return replacement
@@ -421,9 +439,7 @@ def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]
 
 def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     """The operator's key: any kind and scopes, in an existing organization."""
-    organization_id = queries.organization_id(organization_name)
-    if organization_id is None:
-        raise OrganizationError(f'no organization is named "{organization_name}"')
+    organization_id = _organization_id(organization_name)
     created = _add_key(
         organization_id,
         data["name"],
@@ -434,3 +450,59 @@ def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
     )
     db.session.commit()
     return created
+
+
+def _organization_id(organization_name: str) -> int:
+    organization_id = queries.organization_id(organization_name)
+    if organization_id is None:
+        raise OrganizationError(f'no organization is named "{organization_name}"')
+    return organization_id
+
+
+# How many keys the operator's list reads at a time.
+_OPERATOR_PAGE = 200
+
+
+def operator_keys(organization_name: str) -> Iterator[Key]:
+    """Every key of an organization, oldest first, as the API lists them (the operator's
+    CLI, for the day every managing key is lost); OrganizationError, at the call, for an
+    unknown organization."""
+    organization_id = _organization_id(organization_name)
+
+    def pages() -> Iterator[Key]:
+        page = 1
+        while True:
+            found = queries.keys_page(organization_id, page, _OPERATOR_PAGE)
+            yield from found.data
+            if page * _OPERATOR_PAGE >= found.total_count:
+                return
+            page += 1
+
+    return pages()
+
+
+def operator_delete(organization_name: str, reference: str) -> Key:
+    """The operator deletes an organization's key (any key: the operator always can),
+    recorded as key.deleted by the operator; the key as it was. OrganizationError for an
+    unknown organization or key."""
+    organization_id = _organization_id(organization_name)
+    try:
+        key = _key_named(organization_id, reference)
+        current = key and queries.locked_key(organization_id, key.identifier)
+        if current is None:
+            raise OrganizationError(
+                f'organization "{organization_name}" has no key "{keyformat.masked(reference)}"'
+            )
+        db.session.execute(_DELETE, {"key": current.identifier})
+        audit.record(
+            "key.deleted",
+            organization_id=organization_id,
+            actor=audit.OPERATOR,
+            target=current.identifier,
+            target_key=current,
+        )
+        db.session.commit()
+    except BaseException:
+        db.session.rollback()
+        raise
+    return current

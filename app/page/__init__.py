@@ -46,6 +46,16 @@ POLICY = "; ".join(
 )
 # Revalidated on every use (with an ETag or Last-Modified): a new version shows at once.
 REVALIDATE = "no-cache"
+# The audit log's actions in people's words; the page shows each beside its code where
+# operators filter (tests/test_page.py checks that every action of app/audit has words).
+ACTION_WORDS = {
+    "key.created": "Created",
+    "key.updated": "Updated",
+    "key.rotated": "Rotated",
+    "key.deleted": "Deleted",
+    "key.revoked": "Revoked as leaked",
+    "key.quota": "Quota granted",
+}
 
 
 @bp.after_request
@@ -74,7 +84,7 @@ def page() -> Response:
         },
         max_grace=MAX_GRACE_SECONDS,
         scopes=SCOPES,
-        actions=ACTIONS,
+        actions=[(action, ACTION_WORDS.get(action, action)) for action in ACTIONS],
     )
     response = current_app.response_class(body, mimetype="text/html")
     response.add_etag()

@@ -73,6 +73,8 @@ def grant(caller: Caller, key: Key, data: dict) -> Key:
         actor=audit.actor_of(caller),
         target=key.identifier,
         details={**data, "remaining": [before, after]},
+        actor_key=caller,
+        target_key=key,
     )
     db.session.commit()
     return key

@@ -9,6 +9,12 @@ import { loadPage } from "./keys.js";
 import { lacking } from "./session.js";
 
 const EVERY_SCOPE = document.body.dataset.scopes.split(" ");
+// Each action's words (app/page's ACTION_WORDS), from the Action filter's options.
+const ACTION_WORDS = new Map(
+  [...$("audit-action").options].map((option) => [option.value, option.dataset.words]),
+);
+// Who acted, when it was no key.
+const NOT_KEYS = { operator: "Operator (command line)", "leak-report": "Leak report" };
 const log = { page: 1, pageSize: 50, action: "" };
 const auditError = new Fields($("audit-error"));
 
@@ -95,14 +101,29 @@ function cellOf(label, content) {
   return cell;
 }
 
+/** A key as an event names it: "SDK Integration (ak_Au1Zw...)"; its shown value alone
+ * when the event kept no name (recorded before names were kept). */
+function keyNamed(name, shown) {
+  const said = element("span", undefined, "named");
+  if (name === null || name === undefined) {
+    said.append(element("code", shown));
+    return said;
+  }
+  said.append(element("span", name, "key-name"), " (", element("code", shown), ")");
+  return said;
+}
+
 function eventRow(event) {
   const row = element("tr");
-  const actor = event.actor.endsWith("...") ? element("code", event.actor) : event.actor;
+  const actor =
+    event.actor in NOT_KEYS ? NOT_KEYS[event.actor] : keyNamed(event.actor_name, event.actor);
+  const action = element("span", ACTION_WORDS.get(event.action) || event.action);
+  action.title = event.action;
   row.append(
     cellOf("Time", timeOf(event.at)),
-    cellOf("Action", event.action),
+    cellOf("Action", action),
     cellOf("Actor", actor),
-    cellOf("Target", element("code", event.target)),
+    cellOf("Target", keyNamed(event.target_name, event.target)),
     changesCell(event),
   );
   return row;
@@ -128,7 +149,8 @@ async function loadEvents() {
   auditError.clear();
   const rows = answer.data.map(eventRow);
   if (rows.length === 0) {
-    const empty = element("td", log.action ? `No ${log.action} events.` : "No events.");
+    const chosen = $("audit-action").selectedOptions[0];
+    const empty = element("td", log.action ? `No events: ${chosen.textContent}.` : "No events.");
     empty.colSpan = table.tHead.rows[0].cells.length;
     rows.push(element("tr"));
     rows[0].append(empty);

@@ -19,8 +19,8 @@ export function showDialog(dialog, opener) {
       if (document.querySelector("dialog[open]")) {
         return;
       }
-      if ($("keys").hidden) {
-        $("api-key").focus();
+      if (!$("sign-in").hidden) {
+        $("api-key").focus(); // the key in use is gone
       } else if (opener && opener.isConnected) {
         opener.focus();
       }

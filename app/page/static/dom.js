@@ -28,9 +28,25 @@ export function element(tag, text, className) {
   return node;
 }
 
-/** A time from the API, in the person's own time zone, the exact time in its title. */
+const DATE_PARTS = new Set(["year", "month", "day", "weekday", "era"]);
+
+/** A time from the API, in the person's own time zone, the exact time in its title. It
+ * reads as when.format() writes it ("27 Nov 2026, 07:24 CET"), its date and its clock
+ * each kept on one line, so that a narrow column breaks it in two lines at most. */
 export function timeOf(iso) {
-  const time = element("time", when.format(new Date(iso)));
+  const parts = when.formatToParts(new Date(iso));
+  const last = parts.findLastIndex((part) => DATE_PARTS.has(part.type));
+  const text = (from, to) =>
+    parts
+      .slice(from, to)
+      .map((part) => part.value)
+      .join("");
+  const time = element("time");
+  time.append(
+    element("span", text(0, last + 1), "date"),
+    text(last + 1, last + 2),
+    element("span", text(last + 2), "clock"),
+  );
   time.dateTime = iso;
   time.title = iso;
   return time;

@@ -26,6 +26,7 @@ const form = {
   note: $("scopes-note"),
   submit: $("key-dialog-submit"),
   editing: null, // the key being edited; null when creating
+  saved: null, // what to do after an edit is saved, given the key as saved; null: the list
   expiresShown: "", // what the Expires input showed when the form opened
 };
 form.fields = new Fields($("key-dialog-error"), {
@@ -105,6 +106,7 @@ function checkedScopes() {
 
 $("new-key").addEventListener("click", (event) => {
   form.editing = null;
+  form.saved = null;
   $("key-dialog-title").textContent = "Create a key";
   $("key-dialog-target").textContent = "";
   form.name.value = "";
@@ -131,9 +133,11 @@ $("new-key").addEventListener("click", (event) => {
 
 form.kind.addEventListener("change", () => fixedScopes(form.kind.value, fixedOf(form.kind.value)));
 
-/** Edit `key`, its scopes checked but those of `unchecked` (Narrow scopes, in its usage). */
-export function openEdit(key, opener, unchecked = []) {
+/** Edit `key`, its scopes checked but those of `unchecked`; once saved, `saved(key as
+ * saved)` if given (Narrow scopes, in its usage), else the list again. */
+export function openEdit(key, opener, unchecked = [], saved = null) {
   form.editing = key;
+  form.saved = saved;
   $("key-dialog-title").textContent = "Edit key";
   $("key-dialog-target").textContent = `${key.key} (${key.kind})`;
   form.name.value = key.name;
@@ -233,6 +237,11 @@ form.dialog.querySelector("form").addEventListener("submit", async (event) => {
   if (editing) {
     if (answer && editing.key === session.self.key) {
       adopt(answer); // the key in use now holds what was saved
+    }
+    if (form.saved) {
+      form.saved(answer || editing);
+      await loadPage(); // the list behind it, as it is now
+      return;
     }
     await refresh(`button[data-action="Edit"][data-key="${CSS.escape(editing.key)}"]`);
   } else {
@@ -393,7 +402,7 @@ $("delete-confirm").addEventListener("click", async (event) => {
 
 // --- the buttons of the list's rows ---------------------------------------------------------
 
-const ACTIONS = { Edit: openEdit, Rotate: openRotate, Delete: openDelete };
+const ACTIONS = { Edit: (key, opener) => openEdit(key, opener), Rotate: openRotate, Delete: openDelete };
 
 $("rows").addEventListener("click", (event) => {
   const button = event.target.closest("button[data-action]");

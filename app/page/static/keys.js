@@ -5,7 +5,7 @@ import { API, api } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, element, sortedEntries, timeOf } from "./dom.js";
 import { lacking, session } from "./session.js";
-import { forgetReads, number, readUsage, refusedOf, usageChart } from "./usage-chart.js";
+import { countWords, forgetReads, readUsage, usageChart } from "./usage-chart.js";
 
 export const listing = { page: 1, pageSize: 50, kind: "", state: "", unusedDays: "" };
 // The keys on screen by shown value, for the buttons of their rows.
@@ -128,10 +128,8 @@ function usageCell(key) {
   cell.setAttribute("aria-busy", "true");
   readUsage(key.key)
     .then((usage) => {
-      const refused = usage.buckets.reduce((sum, bucket) => sum + refusedOf(bucket), 0);
-      const figures = `${number(usage.total.allowed + refused)} · ${number(refused)} refused`;
-      const shown = element("span", figures, "figures");
-      shown.setAttribute("aria-hidden", "true"); // the chart's name says it
+      const shown = element("span", countWords(usage), "figures");
+      shown.setAttribute("aria-hidden", "true"); // the chart's name says the same words
       const drawn = element("div"); // one item of the narrow layout's grid
       drawn.append(usageChart(usage, "small"), shown);
       cell.replaceChildren(drawn);
@@ -147,6 +145,24 @@ function usageCell(key) {
   return cell;
 }
 
+// Every scope there is (app/scopes.py, written into the page).
+const EVERY_SCOPE = document.body.dataset.scopes.split(" ");
+// More scopes than this are said in a few words ("all 11 scopes"), their list on demand.
+const SCOPES_SHOWN = 4;
+
+/** A key's scopes as badges; many of them, a disclosure whose summary counts them. */
+function scopeList(names) {
+  const list = element("ul", undefined, "scope-list");
+  list.append(...names.map((scope) => element("li", scope)));
+  if (names.length <= SCOPES_SHOWN) {
+    return list;
+  }
+  const more = element("details", undefined, "scopes-more");
+  const count = names.length === EVERY_SCOPE.length ? `all ${names.length}` : names.length;
+  more.append(element("summary", `${count} scopes`), list);
+  return more;
+}
+
 function keyRow(key) {
   const row = element("tr");
   const slug = key.key.replace(/[^A-Za-z0-9_-]/g, "");
@@ -155,11 +171,7 @@ function keyRow(key) {
   kind.dataset.label = "Kind";
   const scopes = element("td");
   scopes.dataset.label = "Scopes";
-  const list = element("ul", undefined, "scope-list");
-  for (const scope of key.scopes) {
-    list.append(element("li", scope));
-  }
-  scopes.append(list);
+  scopes.append(scopeList(key.scopes));
   row.append(
     nameCell(key, nameId),
     kind,

@@ -8,14 +8,18 @@
 //   signin.js       the key input: a pasted key judged, learnt, forgotten
 //   keys.js         the list of keys, each with its last 30 days charted
 //   usage-chart.js  a key's usage: read a few at a time, drawn as SVG
-//   usage.js        a key's usage: its days, its scopes by use, Narrow scopes
+//   usage.js        a key's usage: its days, its scopes by use, what is unused
 //   key-dialogs.js  create, edit, rotate, delete
+//   narrow.js       Narrow scopes: from a key's usage to Edit, and back
 //   policy.js       a key's policy in create and edit: enabled, addresses, limit, metadata
 //   audit.js        the audit log
 //   new-key.js      a new key, shown once
+//
+// They import one another in one direction, never in a circle (tests/test_page.py).
 
 import "./key-dialogs.js";
 import "./usage.js";
+import "./narrow.js";
 import { start } from "./signin.js";
 
 start();

@@ -53,15 +53,19 @@ export const refusedOf = (bucket) => Object.values(bucket.refused).reduce((a, b)
 
 export const number = (count) => count.toLocaleString();
 
-/** "Last 30 days: 1,234 requests, 5 refused". */
-export function usageWords(usage) {
+/** "1,234 requests · 5 refused": every use, and how many of them were refused. The list
+ * shows these words, and its charts say them to screen readers. */
+export function countWords(usage) {
   const refused = Object.values(usage.total.refused).reduce((a, b) => a + b, 0);
   const requests = usage.total.allowed + refused;
   return (
-    `Last 30 days: ${number(requests)} ${requests === 1 ? "request" : "requests"}, ` +
+    `${number(requests)} ${requests === 1 ? "request" : "requests"} · ` +
     `${number(refused)} refused`
   );
 }
+
+/** "Last 30 days: 1,234 requests · 5 refused". */
+export const usageWords = (usage) => `Last 30 days: ${countWords(usage)}`;
 
 function shape(tag, attributes) {
   const node = document.createElementNS(SVG, tag);

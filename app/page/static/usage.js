@@ -1,11 +1,10 @@
 // A key's usage (contract sections 16 and 18): its last 30 days by day, the scopes its
-// checks named and those none named, with Narrow scopes to edit the key down to the ones in
-// use. A view of its own, in place of the list of keys.
+// checks named and those none named, and whether Narrow scopes (narrow.js) can edit the key
+// down to the ones in use. A view of its own, in place of the list of keys.
 
 import { api, keyPath } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, describedBy, element } from "./dom.js";
-import { openEdit } from "./key-dialogs.js";
 import { listedKey, refusals } from "./keys.js";
 import { number, usageChart, usageWords } from "./usage-chart.js";
 
@@ -104,20 +103,28 @@ function show(usage) {
   offerNarrowing(key, unused);
 }
 
+/** The key shown in the usage view, its scopes that no check named, and what opened it. */
+export const shownUsage = () => ({ key: view.key, unused: view.unused, opener: view.opener });
+
 /** Out of the usage view (if shown); nothing of the last key stays. */
 export function closeUsage() {
   $("usage").hidden = true;
   view.key = null;
+  view.unused = [];
+  $("usage-said").textContent = "";
   for (const id of ["usage-plot", "usage-dates", "usage-totals", "usage-scope-rows"]) {
     $(id).replaceChildren();
   }
   usageError.clear();
 }
 
-async function openUsage(key, opener) {
+/** Show `key`'s usage in place of the list, saying `said` (what just changed) if given;
+ * Back to keys returns to `opener`'s row. */
+export async function openUsage(key, opener, said = "") {
   closeUsage();
   view.key = key;
   view.opener = opener;
+  $("usage-said").textContent = said;
   $("usage-title").textContent = `Usage of ${key.name}`;
   $("usage-shown").textContent = key.key;
   $("usage-window").textContent = "";
@@ -132,6 +139,9 @@ async function openUsage(key, opener) {
     const usage = await api("GET", `${keyPath(key.key)}/usage`);
     if (view.key === key) {
       show(usage);
+      if (said) {
+        $("usage-title").focus(); // back from the dialog that changed the key
+      }
     }
   } catch (error) {
     report(usageError, error);
@@ -140,12 +150,16 @@ async function openUsage(key, opener) {
   }
 }
 
-/** Back to the list as it was, the focus on `focus` (the Usage button that opened it). */
-function backToKeys(focus) {
+/** Back to the list, the focus on the key's Usage button (the list may have been read
+ * again meanwhile), else on `focus`. */
+function backToKeys(key, focus) {
   closeUsage();
   $("keys").hidden = false;
-  if (focus && focus.isConnected) {
-    focus.focus();
+  const usage =
+    key && document.querySelector(`button[data-action="Usage"][data-key="${CSS.escape(key.key)}"]`);
+  const target = usage || focus;
+  if (target && target.isConnected) {
+    target.focus();
   }
 }
 
@@ -156,14 +170,4 @@ $("rows").addEventListener("click", (event) => {
   }
 });
 
-$("usage-back").addEventListener("click", () => backToKeys(view.opener));
-
-$("narrow-scopes").addEventListener("click", () => {
-  const key = view.key;
-  const unused = view.unused;
-  const edit = document.querySelector(
-    `button[data-action="Edit"][data-key="${CSS.escape(key.key)}"]`,
-  );
-  backToKeys(edit);
-  openEdit(key, edit, unused);
-});
+$("usage-back").addEventListener("click", () => backToKeys(view.key, view.opener));
