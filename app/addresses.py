@@ -23,8 +23,9 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
 # The longest IP address in text: an IPv6 address with an IPv4 tail.
 _LONGEST_ADDRESS = len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")
-# ::ffff:0:0/96, where IPv6 writes the IPv4 addresses.
+# ::ffff:0:0/96, where IPv6 writes the IPv4 addresses; how a socket writes one of them.
 _MAPPED_PREFIX = 96
+_MAPPED_TEXT = "::ffff:"
 _IPV4_BITS = 32
 
 
@@ -75,8 +76,9 @@ def client_address() -> str:
         connection = original.get("REMOTE_ADDR")
     else:
         connection = request.remote_addr
-        if connection and ":" not in connection:
-            return connection  # IPv4 as the socket writes it, normal already: no parsing
+        if connection and "%" not in connection and not connection.startswith(_MAPPED_TEXT):
+            # As the socket writes it (inet_ntop): its normal form already, no parsing.
+            return connection
     own = parsed(connection, zone=True)
     return (connection or "-") if own is None else str(own)
 
