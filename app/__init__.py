@@ -30,6 +30,8 @@ from app.keys import views
 from app.leaks import views as leaks
 from app.mcp import views as mcp
 from app.usage import views as usage_views
+from app.webhooks import sender as webhook_sender
+from app.webhooks import views as webhooks
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -67,6 +69,7 @@ def register_extensions(app: Flask) -> None:
     limits.init_app(app)
     metrics.init_app(app)  # before any blueprint: it times every request
     usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches
+    webhook_sender.init_app(app)  # each worker delivers the webhooks' events
     database.configure(app)
 
 
@@ -78,6 +81,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(usage_views.bp)  # /api/keys/<key>/usage
     app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
     app.register_blueprint(leaks.bp)  # /api/revoke
+    app.register_blueprint(webhooks.bp)  # /api/webhooks
     app.register_blueprint(health.bp)
     app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
     if app.config["MCP_ENABLED"]:

@@ -21,6 +21,7 @@ from app import audit, keyformat, queries, usage_counter
 from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
+from app.keys.schemas import dump_key
 from app.models import ApiKey, KeyMetadata, Organization
 from app.queries import Key, Page
 from app.scopes import (
@@ -223,22 +224,6 @@ def _add_key(
         _write_metadata(organization_id, key_id, metadata, fresh=True)
     shown = iso(now)
     expiry = None if expires_at is None else iso(expires_at)
-    audit.record(
-        "key.created",
-        organization_id=organization_id,
-        actor=actor,
-        target=identifier,
-        details={
-            "name": name,
-            "kind": kind,
-            "scopes": list(to_names(scope_bits)),
-            "expires_at": expiry,
-            "enabled": enabled,
-            "allowed_ips": allowed_ips,
-            "rate_limit": rate_limit,
-            "metadata": metadata,
-        },
-    )
     made = Key(
         id=key_id,
         identifier=identifier,
@@ -255,6 +240,23 @@ def _add_key(
         metadata=metadata,
         replaced_by=None,
         **limit,
+    )
+    audit.record(
+        "key.created",
+        organization_id=organization_id,
+        actor=actor,
+        target=identifier,
+        details={
+            "name": name,
+            "kind": kind,
+            "scopes": list(to_names(scope_bits)),
+            "expires_at": expiry,
+            "enabled": enabled,
+            "allowed_ips": allowed_ips,
+            "rate_limit": rate_limit,
+            "metadata": metadata,
+        },
+        key=dump_key(made),
     )
     return made, full_key
 
@@ -343,6 +345,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
                 actor=audit.actor_of(caller),
                 target=key.identifier,
                 details=details,
+                key=dump_key(key),
             )
         db.session.commit()
     return key
@@ -358,6 +361,7 @@ def delete_key(caller: Caller, key: Key) -> None:
             organization_id=caller.organization_id,
             actor=audit.actor_of(caller),
             target=key.identifier,
+            key=dump_key(key),
         )
         db.session.commit()
 
@@ -370,16 +374,18 @@ def revoke_leaked(keys: list[str]) -> None:
         if not keyformat.is_full_key(full_key):
             continue
         statement = (
-            delete(ApiKey)
-            .where(ApiKey.digest == keyformat.digest(full_key))
-            .returning(ApiKey.organization_id, ApiKey.identifier)
+            delete(_KEYS)
+            .where(_KEYS.c.digest == keyformat.digest(full_key))
+            .returning(_KEYS.c.organization_id, *queries.KEY_COLUMNS)
         )
-        for organization_id, identifier in db.session.execute(statement):
+        for organization_id, *row in db.session.execute(statement):
+            key = queries.key_of_row(row)
             audit.record(
                 "key.revoked",
                 organization_id=organization_id,
                 actor=audit.LEAK_REPORT,
-                target=identifier,
+                target=key.identifier,
+                key=dump_key(key),
             )
     db.session.commit()
 
@@ -428,6 +434,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             sooner = until if ends is None else min(ends, until)
             old = {"expires_at": sooner, "replaced_by": replacement[0].identifier}
             db.session.execute(_UPDATE.values(**old), {"key": key.identifier})
+            key = key._replace(expires_at=iso(sooner), replaced_by=old["replaced_by"])
         audit.record(
             "key.rotated",
             organization_id=caller.organization_id,
@@ -437,6 +444,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
                 "replacement": keyformat.shown(replacement[0].identifier),
                 "grace_seconds": grace,
             },
+            key=dump_key(key),
         )
         db.session.commit()
     return replacement
