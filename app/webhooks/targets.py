@@ -133,9 +133,11 @@ def post(target: Target, body: bytes, headers: dict[str, str], timeout: float = 
     try:
         connection.request("POST", target.path, body=body, headers=headers)
         return connection.getresponse().status
+    except OSError:  # refused, reset, timed out, a certificate that does not verify
+        raise
     except (http.client.HTTPException, AttributeError, ValueError) as error:
-        # A connection closed by the timer mid-read: http.client's state errors.
-        raise OSError(f"no answer: {type(error).__name__}") from None
+        # Not HTTP, or a connection cut by the deadline mid-read: http.client's errors.
+        raise OSError(type(error).__name__) from None
     finally:
         timer.cancel()
         connection.close()
