@@ -45,6 +45,8 @@ ERROR_MEANINGS = {
     "`allowed_ips` (`ip_not_allowed`).",
     404: "No key of the caller's organization has this reference.",
     409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`); "
+    "an organization has 20 webhook endpoints already (`webhook_limit_reached`); a try of "
+    "the webhook delivery is under way (`delivery_in_progress`); "
     "a rotated key cannot be rotated again nor its end postponed (`already_rotated`).",
     413: "The request body is larger than 64 KiB.",
     414: "The request line is longer than the server accepts.",
@@ -62,7 +64,7 @@ ERROR_MEANINGS = {
 PROBLEM_CODES = {
     401: ("unauthorized", "expired_key", "disabled_key"),
     403: ("forbidden", "scope_exceeds_caller", "exceeds_caller", "ip_not_allowed"),
-    409: ("immutable_key", "already_rotated"),
+    409: ("immutable_key", "already_rotated", "webhook_limit_reached", "delivery_in_progress"),
     429: ("rate_limited",),
 }
 RETRY_AFTER = {

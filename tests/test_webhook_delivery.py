@@ -411,3 +411,17 @@ def test_the_sender_thread_delivers_without_help(make_app, database_url, org, re
     assert verified(endpoint["secret"], request)["type"] == "key.created"
     sender.of(served).stop()
     assert not sender.of(served).thread.is_alive()
+
+
+def test_the_sender_thread_outlives_a_database_that_fails(make_app, new_database, caplog):
+    served = make_app(SQLALCHEMY_DATABASE_URI=new_database(), WEBHOOK_POLL_SECONDS=0.05)
+    worker = sender.of(served)
+    worker.start()
+    deadline = utcnow() + timedelta(seconds=5)
+    while utcnow() < deadline and "a round failed" not in caplog.text:
+        threading.Event().wait(0.05)
+    assert "webhooks: a round failed: " in caplog.text  # the error's type, no more
+    assert "Traceback" not in caplog.text
+    assert worker.thread.is_alive()
+    worker.stop()
+    assert not worker.thread.is_alive()

@@ -155,3 +155,52 @@ endpoint_list = EndpointList()
 delivery_output = DeliveryOutput()
 delivery_page = DeliveryPage()
 delivery_arguments = DeliveryArguments()
+
+
+# What the document says of the fields beyond their marshmallow type.
+_TIME = {"type": "string", "format": "date-time"}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+_EVENT_TYPES = {"type": "array", "items": {"type": "string", "enum": list(EVENT_TYPES)}}
+_ENDPOINT = {
+    "id": {"type": "string", "description": "`ep_` and random characters."},
+    "url": {"type": "string", "format": "uri", "maxLength": targets.MAX_URL_LENGTH},
+    "events": _EVENT_TYPES,
+    "created": _TIME,
+    "updated": _TIME,
+    "failing_since": {
+        **_NULLABLE_TIME,
+        "description": "The first failed try since the last success (null: not failing); "
+        "after 3 days the endpoint is disabled.",
+    },
+}
+WEBHOOK_FIELDS = {
+    "EndpointOutput": _ENDPOINT,
+    "EndpointWithSecret": {
+        **_ENDPOINT,
+        "secret": {
+            "type": "string",
+            "description": "`whsec_` and 32 random bytes in base64: the signing secret, shown "
+            "in this answer only.",
+        },
+        "previous_secret_expires_at": {
+            **_NULLABLE_TIME,
+            "description": "Until when the secret this one replaced still signs beside it.",
+        },
+    },
+    "CreateEndpoint": {"events": _EVENT_TYPES},
+    "UpdateEndpoint": {"events": _EVENT_TYPES},
+    "DeliveryOutput": {
+        "id": {"type": "string", "description": "`msg_...`: its `webhook-id` on every try."},
+        "event": {"type": "string", "enum": list(EVENT_TYPES)},
+        "status": {"type": "string", "enum": ["pending", "delivered", "failed"]},
+        "last_status": {"type": ["integer", "null"]},
+        "last_error": {"type": ["string", "null"]},
+        "last_attempt": _NULLABLE_TIME,
+        "next_attempt": {**_NULLABLE_TIME, "description": "Null once delivered or failed."},
+        "created": _TIME,
+        "payload": {
+            "type": "object",
+            "description": "The event as sent: `{type, timestamp, data: {key, actor, changes?}}`.",
+        },
+    },
+}

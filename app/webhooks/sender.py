@@ -40,6 +40,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
 
 from app import audit, queries, timestamps, webhook_outbox
 from app.extensions import db
@@ -344,7 +345,11 @@ def _running(sender_ref: weakref.ref[Sender], poll: float, stopped: threading.Ev
             return
         try:
             sender.tick()
-        except Exception:  # the thread must outlive any one round (a database away)
+        except SQLAlchemyError as error:  # the database away: the next round tries again
+            log.warning(
+                "webhooks: a round failed: %s", type(getattr(error, "orig", None) or error).__name__
+            )
+        except Exception:  # the thread must outlive any one round
             log.exception("webhooks: a round failed")
         del sender
         webhook_outbox.written.wait(poll)
