@@ -12,6 +12,7 @@
 //   key-dialogs.js  create, edit, rotate, delete
 //   policy.js       a key's policy in create and edit: enabled, addresses, limit, metadata
 //   audit.js        the audit log
+//   webhooks.js     the webhook endpoints and their recent deliveries, with a retry
 //   new-key.js      a new key, shown once
 
 import "./key-dialogs.js";
