@@ -425,3 +425,39 @@ def test_the_sender_thread_outlives_a_database_that_fails(make_app, new_database
     assert worker.thread.is_alive()
     worker.stop()
     assert not worker.thread.is_alive()
+
+
+def test_an_answer_that_is_not_http_fails_the_try(app, client, org):
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def babble() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"hello, this is no HTTP\r\n\r\n")
+
+    thread = threading.Thread(target=babble, daemon=True)
+    thread.start()
+    try:
+        endpoint = make_endpoint(client, org.sdk, f"http://127.0.0.1:{port}/hook")
+        new_key(client, org)
+        assert send(app) == 1
+        listed = deliveries(client, org.sdk, endpoint)["data"][0]
+        assert listed["last_error"] == "no answer: BadStatusLine"
+        assert listed["status"] == "pending"
+    finally:
+        thread.join(timeout=5)
+        listener.close()
+
+
+def test_start_all_starts_the_senders_that_may_run(make_app, database_url, org):
+    running = make_app(SQLALCHEMY_DATABASE_URI=database_url, WEBHOOK_POLL_SECONDS=0.05)
+    idle = make_app(SQLALCHEMY_DATABASE_URI=database_url, WEBHOOK_SENDER_ENABLED=False)
+    sender.start_all()
+    assert sender.of(running).thread.is_alive()
+    assert sender.of(idle).thread is None
+    sender.stop_all()
+    assert not sender.of(running).thread.is_alive()
