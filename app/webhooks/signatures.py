@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import secrets
 
-SECRET_PREFIX = "whsec_"  # noqa: S105 - the prefix, not a secret
+SECRET_PREFIX = "whsec_"  # noqa: S105  # nosec B105 - the prefix, not a secret
 SECRET_BYTES = 32
 
 
