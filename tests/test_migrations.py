@@ -274,14 +274,14 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # nullable columns, which the previous version of the service never writes: rows stored
 # as before still authenticate, never expire, and show created_by null. 0004 added columns
 # with defaults, which a row written without them takes. 0005 added key_usage, a table of its
-# own: keys are stored as before. 0006 added the webhooks' tables: keys are stored as before.
+# own: keys are stored as before. 0010 added the webhooks' tables: keys are stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
     "0003": insert_first_revision_keys,
     "0004": insert_first_revision_keys,
     "0005": insert_first_revision_keys,
-    "0006": insert_first_revision_keys,
+    "0010": insert_first_revision_keys,
 }
 
 

@@ -8,7 +8,7 @@ senders' look for due tries, ix_webhook_deliveries_endpoint an endpoint's list o
 key_announcements' primary key (identifier, notice, expires_at) makes each announcement of
 an expiry happen once, whichever worker finds it first.
 
-Revision ID: 0006
+Revision ID: 0010
 Revises: 0005
 Create Date: 2026-12-20
 """
@@ -16,7 +16,7 @@ Create Date: 2026-12-20
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
+revision = "0010"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
