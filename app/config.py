@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_RETRY_DELAYS": (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0),
     # How long a worker's claim of a try lasts before another worker may take it over.
     "WEBHOOK_LEASE_SECONDS": 30.0,
+    "WEBHOOK_RETENTION_DAYS": 30,
     # OPTIONS is no method of this API: 405 in the problem shape, as for any other.
     "PROVIDE_AUTOMATIC_OPTIONS": False,
 }
@@ -188,6 +189,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Seconds a worker's claim of a try lasts (past the 5 s timeout): a worker killed
     # mid-delivery has its try taken over after this.
     "WEBHOOK_LEASE_SECONDS": ("WEBHOOK_LEASE_SECONDS", _positive_number),
+    # Days a finished delivery (delivered or failed) and its event are kept, for
+    # GET /api/webhooks/<id>/deliveries; older ones are removed, at most once an hour.
+    "WEBHOOK_RETENTION_DAYS": ("WEBHOOK_RETENTION_DAYS", _positive_int),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

@@ -461,3 +461,25 @@ def test_start_all_starts_the_senders_that_may_run(make_app, database_url, org):
     assert sender.of(idle).thread is None
     sender.stop_all()
     assert not sender.of(running).thread.is_alive()
+
+
+def test_finished_deliveries_are_kept_for_the_retention_then_removed(
+    app, client, org, receiver, clock, sql
+):
+    endpoint = make_endpoint(client, org.sdk, receiver.url, events=["key.created", "key.expiring"])
+    new_key(client, org, "delivered")
+    send(app)
+    expiring_key(client, org, days=0.5)  # its key.created and its key.expiring
+    receiver.answer = lambda request: (500, {})
+    sender.of(app).announce_expiries()
+    send(app)
+    worker = sender.of(app)
+    clock.advance(days=29)
+    assert worker.prune() == 0
+    assert deliveries(client, org.sdk, endpoint)["total_count"] == 3
+    clock.advance(days=2)
+    assert worker.prune() == 1
+    left = deliveries(client, org.sdk, endpoint)["data"]
+    assert [d["status"] for d in left] == ["pending", "pending"]
+    assert sql("SELECT count(*) FROM webhook_events")[0][0] == 2
+    assert sql("SELECT count(*) FROM key_announcements")[0][0] == 0  # expired long ago

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -64,6 +64,7 @@ NOTICES = (("7d", timedelta(days=7)), ("1d", timedelta(days=1)), ("expired", tim
 # A key that expired longer ago than this when first seen is not announced any more.
 LOOKBACK = timedelta(days=1)
 BATCH = 10
+PRUNE_SECONDS = 3600
 USER_AGENT = "api-keys-service-webhooks"
 
 _DELIVERIES = WebhookDelivery.__table__
@@ -122,6 +123,7 @@ class Sender:
         self.lease = timedelta(seconds=app.config["WEBHOOK_LEASE_SECONDS"])
         self.allow_private: bool = app.config["WEBHOOK_ALLOW_PRIVATE"]
         self.enabled: bool = app.config["WEBHOOK_SENDER_ENABLED"]
+        self.retention = timedelta(days=app.config["WEBHOOK_RETENTION_DAYS"])
         self.forked()
         _senders.add(self)
 
@@ -131,6 +133,7 @@ class Sender:
         self.thread: threading.Thread | None = None
         self.stopped = threading.Event()
         self.scanned = 0.0  # time.monotonic() of the last scan; 0: not yet
+        self.pruned = 0.0  # time.monotonic() of the last pruning; 0: not yet
 
     def ensure_started(self) -> None:
         """The application's before_request hook: the thread, once per process."""
@@ -164,6 +167,9 @@ class Sender:
         if not self.scanned or time.monotonic() - self.scanned >= self.scan:
             self.announce_expiries()
             self.scanned = time.monotonic()
+        if not self.pruned or time.monotonic() - self.pruned >= PRUNE_SECONDS:
+            self.prune()
+            self.pruned = time.monotonic()
         sent = 0
         while not self.stopped.is_set():
             count = self.deliver_due()
@@ -272,6 +278,26 @@ class Sender:
                         details={"reason": "Its deliveries failed for 3 days.", "last": error},
                     )
             db.session.commit()
+
+    def prune(self) -> int:
+        """Remove what is older than WEBHOOK_RETENTION_DAYS: finished deliveries, the events
+        none is left for, and the announcements of expiries too old to be announced again;
+        how many deliveries. A pending delivery stays, whatever its age."""
+        with self.app.app_context():
+            now = timestamps.utcnow()
+            cutoff = now - self.retention
+            removed = db.session.execute(
+                delete(_DELIVERIES).where(
+                    _DELIVERIES.c.status != PENDING, _DELIVERIES.c.created < cutoff
+                )
+            ).rowcount
+            left = select(_DELIVERIES.c.id).where(_DELIVERIES.c.event_id == _EVENTS.c.id)
+            db.session.execute(delete(_EVENTS).where(_EVENTS.c.created < cutoff, ~left.exists()))
+            db.session.execute(
+                delete(_ANNOUNCEMENTS).where(_ANNOUNCEMENTS.c.expires_at < now - 2 * LOOKBACK)
+            )
+            db.session.commit()
+            return removed
 
     def announce_expiries(self) -> int:
         """Announce each expiry notice reached and not yet announced; how many."""
