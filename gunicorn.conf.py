@@ -83,14 +83,20 @@ def post_fork(server, worker) -> None:
 def post_worker_init(worker) -> None:
     """One line once a worker can answer: after the first-start work, before any request."""
     worker.log.info("Worker ready (pid: %s)", worker.pid)
+    # Each worker delivers webhooks (app/webhooks/sender.py), whether or not requests come.
+    from app.webhooks import sender
+
+    sender.start_all()
 
 
 def worker_exit(server, worker) -> None:
     """A worker stopping gracefully writes the key usage it counted since its last batch
     (app/usage): only a worker killed outright loses that window."""
     from app import usage_counter
+    from app.webhooks import sender
 
     usage_counter.flush_all()
+    sender.stop_all()
 
 
 def child_exit(server, worker) -> None:

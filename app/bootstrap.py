@@ -10,7 +10,7 @@ from flask import Flask
 
 from app import counting, queries
 from app.database import upgrade_embedded
-from app.keys import service
+from app.keys import operator
 
 NOTICE = "These keys are shown once and will not be shown again: store them now."
 NOTICE_ONE = "This key is shown once and will not be shown again: store it now."
@@ -30,8 +30,8 @@ def ensure_default_organization(app: Flask) -> bool:
         if queries.has_organization():
             return False
         try:
-            _, keys = service.create_organization("default")
-        except service.OrganizationError:
+            _, keys = operator.create_organization("default")
+        except operator.OrganizationError:
             return False
     click.echo(
         "\n".join(['Created organization "default" with two keys.', *describe_keys(keys), NOTICE])

@@ -17,7 +17,7 @@ from app.audit import schemas as audit_schemas
 from app.bootstrap import NOTICE, NOTICE_ONE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
-from app.keys import schemas, service
+from app.keys import operator, schemas
 from app.organizations import policy as organization_policy
 from app.organizations import schemas as organization_schemas
 from app.scopes import KINDS, SCOPES
@@ -82,8 +82,8 @@ def create_organization(name: str, as_json: bool) -> None:
     name = _organization_name("name", name)
     _prepare_database()
     try:
-        organization, keys = service.create_organization(name)
-    except service.OrganizationError as error:
+        organization, keys = operator.create_organization(name)
+    except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
     heading = f'Created organization "{organization.name}" with two keys.'
     _show(heading, keys, as_json, organization.name)
@@ -255,8 +255,8 @@ def create_key(
         raise click.ClickException(_one_line(error)) from None
     _prepare_database()
     try:
-        created = service.mint_key(organization, data)
-    except service.OrganizationError as error:
+        created = operator.mint_key(organization, data)
+    except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
         click.echo(json.dumps(schemas.created_key(*created)))
@@ -273,8 +273,8 @@ def list_keys(organization: str, as_json: bool) -> None:
     organization = _organization_name("ORGANIZATION", organization)
     _prepare_database()
     try:
-        keys = [schemas.dump_key(k) for k in service.operator_keys(organization)]
-    except service.OrganizationError as error:
+        keys = [schemas.dump_key(k) for k in operator.operator_keys(organization)]
+    except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
         click.echo(json.dumps({"organization": organization, "keys": keys}))
@@ -296,8 +296,8 @@ def delete_key(organization: str, reference: str) -> None:
     organization = _organization_name("ORGANIZATION", organization)
     _prepare_database()
     try:
-        deleted = service.operator_delete(organization, reference)
-    except service.OrganizationError as error:
+        deleted = operator.operator_delete(organization, reference)
+    except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
     shown = schemas.dump_key(deleted)
     click.echo(f'Deleted {shown["name"]} ({shown["key"]}, {shown["kind"]}) of "{organization}".')

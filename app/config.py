@@ -46,6 +46,19 @@ DEFAULTS: dict[str, Any] = {
     "USAGE_ENABLED": True,
     "USAGE_FLUSH_SECONDS": 10.0,
     "USAGE_RETENTION_DAYS": 90,
+    # Webhooks (CONTRACT.md section 22): only https to public addresses, unless allowed
+    # otherwise for development and tests.
+    "WEBHOOK_ALLOW_PRIVATE": False,
+    # Each worker's sender thread, which delivers the events (app/webhooks/sender.py).
+    "WEBHOOK_SENDER_ENABLED": True,
+    "WEBHOOK_POLL_SECONDS": 1.0,
+    "WEBHOOK_SCAN_SECONDS": 60.0,
+    # Seconds between the tries of a delivery: 8 tries over 27.5 hours (the Standard
+    # Webhooks' reference schedule), then the delivery has failed.
+    "WEBHOOK_RETRY_DELAYS": (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0),
+    # How long a worker's claim of a try lasts before another worker may take it over.
+    "WEBHOOK_LEASE_SECONDS": 30.0,
+    "WEBHOOK_RETENTION_DAYS": 30,
     # OPTIONS is no method of this API: 405 in the problem shape, as for any other.
     "PROVIDE_AUTOMATIC_OPTIONS": False,
 }
@@ -90,6 +103,13 @@ def _boolean(value: str) -> bool:
     if value.lower() in ("0", "false", "no", "off"):
         return False
     raise ValueError("must be true or false")
+
+
+def _delays(value: str) -> tuple[float, ...]:
+    delays = tuple(_positive_number(part) for part in value.split(","))
+    if list(delays) != sorted(delays):
+        raise ValueError("must be seconds that never decrease, separated by commas")
+    return delays
 
 
 def _rate(value: str) -> str:
@@ -154,6 +174,25 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "USAGE_FLUSH_SECONDS": ("USAGE_FLUSH_SECONDS", _positive_number),
     # Days of usage counts kept: older hours are removed, at most once an hour.
     "USAGE_RETENTION_DAYS": ("USAGE_RETENTION_DAYS", _positive_int),
+    # Development and tests only: webhooks may go to http and to private, loopback and
+    # link-local addresses (a receiver on this machine). Never in production: a key holder
+    # could then make the service call the hosts of its own network.
+    "WEBHOOK_ALLOW_PRIVATE": ("WEBHOOK_ALLOW_PRIVATE", _boolean),
+    # Switch the workers' webhook senders off (events are still written, and sent by any
+    # worker whose sender runs).
+    "WEBHOOK_SENDER_ENABLED": ("WEBHOOK_SENDER_ENABLED", _boolean),
+    # Seconds between two looks of a worker's sender for due tries.
+    "WEBHOOK_POLL_SECONDS": ("WEBHOOK_POLL_SECONDS", _positive_number),
+    # Seconds between two looks for keys whose expiry is to be announced.
+    "WEBHOOK_SCAN_SECONDS": ("WEBHOOK_SCAN_SECONDS", _positive_number),
+    # Seconds between a delivery's tries, comma-separated, growing: shorter for tests.
+    "WEBHOOK_RETRY_DELAYS": ("WEBHOOK_RETRY_DELAYS", _delays),
+    # Seconds a worker's claim of a try lasts (past the 5 s timeout): a worker killed
+    # mid-delivery has its try taken over after this.
+    "WEBHOOK_LEASE_SECONDS": ("WEBHOOK_LEASE_SECONDS", _positive_number),
+    # Days a finished delivery (delivered or failed) and its event are kept, for
+    # GET /api/webhooks/<id>/deliveries; older ones are removed, at most once an hour.
+    "WEBHOOK_RETENTION_DAYS": ("WEBHOOK_RETENTION_DAYS", _positive_int),
 }
 
 PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())

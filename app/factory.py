@@ -31,6 +31,8 @@ from app.leaks import views as leaks
 from app.mcp import views as mcp
 from app.organizations import views as organization_views
 from app.usage import views as usage_views
+from app.webhooks import sender as webhook_sender
+from app.webhooks import views as webhooks
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -68,6 +70,7 @@ def register_extensions(app: Flask) -> None:
     limits.init_app(app)
     metrics.init_app(app)  # before any blueprint: it times every request
     usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches
+    webhook_sender.init_app(app)  # each worker delivers the webhooks' events
     database.configure(app)
 
 
@@ -80,6 +83,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(organization_views.bp)  # /api/organization: its policy
     app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
     app.register_blueprint(leaks.bp)  # /api/revoke
+    app.register_blueprint(webhooks.bp)  # /api/webhooks
     app.register_blueprint(health.bp)
     app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
     if app.config["MCP_ENABLED"]:

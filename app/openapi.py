@@ -32,6 +32,7 @@ from app.operations import (
     operation_of,
 )
 from app.request_body import FORM
+from app.webhooks.schemas import WEBHOOK_FIELDS
 
 OPENAPI_VERSION = "3.1.0"
 # Endpoints that are not part of the API the document describes (GET /metrics is
@@ -83,7 +84,19 @@ PROBLEM_SCHEMA = {
     "required": ["type", "title", "status", "detail", "code"],
 }
 # The outputs whose every field is always present.
-OUTPUTS = ("KeyOutput", "KeyPage", "Event", "EventPage", "OrganizationOutput", "PolicyOutput")
+OUTPUTS = (
+    "KeyOutput",
+    "KeyPage",
+    "Event",
+    "EventPage",
+    "OrganizationOutput",
+    "PolicyOutput",
+    "EndpointOutput",
+    "EndpointWithSecret",
+    "EndpointList",
+    "DeliveryOutput",
+    "DeliveryPage",
+)
 
 
 def document(app: Flask) -> dict[str, Any]:
@@ -144,6 +157,8 @@ def _complete_schemas(components: dict[str, dict]) -> None:
     every output field always present, and what the key inputs take."""
     components["KeyOutput"]["properties"].update(json_schema.OUTPUT_FIELDS)
     components["Event"]["properties"].update(EVENT_FIELDS)
+    for name, properties in WEBHOOK_FIELDS.items():
+        components[name]["properties"].update(properties)
     for name in OUTPUTS:
         components[name]["required"] = list(components[name]["properties"])
     json_schema.complete_inputs(components)
@@ -213,11 +228,20 @@ def _error(status: int) -> dict[str, Any]:
     return response
 
 
+# What each path parameter names.
+PATH_PARAMETERS = {
+    "endpoint_id": "The webhook endpoint's id (`ep_...`).",
+    "delivery_id": "The delivery's id (`msg_...`), its `webhook-id`.",
+}
+
+
 def _path_parameter(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "in": "path",
         "required": True,
-        "description": "The key's identifier, its shown form `<identifier>...`, or the full key.",
+        "description": PATH_PARAMETERS.get(
+            name, "The key's identifier, its shown form `<identifier>...`, or the full key."
+        ),
         "schema": {"type": "string", "minLength": 1},
     }

@@ -49,7 +49,9 @@ ERROR_MEANINGS = {
     404: "No key of the caller's organization has this reference.",
     409: "The scopes of a telemetry or sdk_integration key cannot change (`immutable_key`); "
     "a rotated key cannot be rotated again nor its end postponed (`already_rotated`); the "
-    "organization holds the most keys its policy allows (`key_limit_reached`).",
+    "organization holds the most keys its policy allows (`key_limit_reached`); an "
+    "organization has 20 webhook endpoints already (`webhook_limit_reached`); a try of the "
+    "webhook delivery is under way (`delivery_in_progress`).",
     413: "The request body is larger than 64 KiB.",
     414: "The request line is longer than the server accepts.",
     415: "The request body is not sent as application/json.",
@@ -73,7 +75,14 @@ PROBLEM_CODES = {
         "organization_policy",
         "ip_not_allowed",
     ),
-    409: ("immutable_key", "already_rotated", "key_limit_reached"),
+    409: (
+        "immutable_key",
+        "already_rotated",
+        "key_limit_reached",
+        "no_quota",
+        "webhook_limit_reached",
+        "delivery_in_progress",
+    ),
     429: ("rate_limited", "quota_exceeded"),
 }
 RETRY_AFTER = {

@@ -33,7 +33,11 @@ REFUSALS = {
     DISABLED_KEY: (401, "This API key is disabled: it authenticates nothing until enabled."),
     IP_NOT_ALLOWED: (403, "This API key may not be used from this address."),
     RATE_LIMITED: (429, "This API key has used its own rate limit; retry later."),
-    QUOTA_EXCEEDED: (429, "This API key has used its quota for the period."),
+    QUOTA_EXCEEDED: (
+        429,
+        "This API key has used up its quota: Retry-After says when its period renews it (a "
+        "lifetime quota never renews).",
+    ),
 }
 # The refusal of each of a key's own limits (app/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.

@@ -131,6 +131,9 @@ def _column(name: str) -> ColumnElement:
 
 
 _KEY = select(*(_column(name) for name in Key._fields))
+# A key's columns as reads take them, for a statement that returns a key (a DELETE's
+# RETURNING): key_of_row() makes the Key.
+KEY_COLUMNS = tuple(_KEY.selected_columns)
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
 _EMPTY = frozenset({"[]", "{}"})
 
@@ -208,6 +211,11 @@ def _key(row: Sequence[Any]) -> Key:
     fields[_KEY_IPS] = [] if ips == "[]" else json.loads(ips)
     fields[_KEY_METADATA] = {} if metadata == "{}" else json.loads(metadata)
     return Key._make(fields)
+
+
+def key_of_row(row: Sequence[Any]) -> Key:
+    """A Key from a row of KEY_COLUMNS."""
+    return _key(row)
 
 
 def _document(text: str, empty: Any) -> Any:

@@ -11,7 +11,7 @@ from sqlalchemy import insert, select, text, update
 from app import create_app, keyformat
 from app.database import upgrade
 from app.extensions import db
-from app.keys import service
+from app.keys import operator
 from app.models import ApiKey
 from app.scopes import ALL, BITS
 from app.timestamps import utcnow
@@ -61,8 +61,8 @@ def seed(
     upgrade(app)
     per_organization = keys // organizations
     with app.app_context():
-        readers = [service.create_organization(f"bench-{n}") for n in range(organizations)]
-        _, writer_keys = service.create_organization("bench-writes")
+        readers = [operator.create_organization(f"bench-{n}") for n in range(organizations)]
+        _, writer_keys = operator.create_organization("bench-writes")
         start = utcnow() - timedelta(days=1)
         rows = []
         for number in range(per_organization * organizations):
@@ -92,18 +92,18 @@ def seed(
             db.session.execute(insert(ApiKey), rows)
         if metadata:
             db.session.execute(_INDEX_METADATA)
-        target, _ = service.mint_key(
+        target, _ = operator.mint_key(
             "bench-writes", {"name": "renamed", "kind": "custom", "scope_bits": BITS["site:read"]}
         )
         rotated = [
-            service.mint_key(
+            operator.mint_key(
                 "bench-writes",
                 {"name": f"rotated {n}", "kind": "custom", "scope_bits": BITS["site:read"]},
             )[0].identifier
             for n in range(rotations)
         ]
         sdk = {"name": "metered", "kind": "sdk_integration", "scope_bits": ALL}
-        metered_key, metered = service.mint_key("bench-0", sdk)
+        metered_key, metered = operator.mint_key("bench-0", sdk)
         db.session.execute(
             update(ApiKey).where(ApiKey.identifier == metered_key.identifier).values(**METERED)
         )

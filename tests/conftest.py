@@ -20,8 +20,9 @@ from sqlalchemy.engine import make_url
 from app import create_app, reads, usage_counter
 from app.database import upgrade
 from app.extensions import db
-from app.keys import service
+from app.keys import operator
 from app.scopes import FIXED, to_bits
+from app.webhooks import sender
 from tests.databases import ON_POSTGRESQL, drop_database, empty_tables, new_database_url
 
 
@@ -31,8 +32,15 @@ def pytest_report_header(config) -> str:
     return "database: SQLite (PostgreSQL tests skipped: TEST_DATABASE_URL is not set)"
 
 
+# The webhook sender's thread runs where a test asks for it (app_config); elsewhere tests
+# drive its rounds themselves (tests/test_webhooks*.py).
+NO_SENDER_THREAD = {"WEBHOOK_SENDER_ENABLED": False}
+
+
 def _app(url: str, **config) -> Flask:
-    return create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": url, **config})
+    return create_app(
+        {"TESTING": True, "SQLALCHEMY_DATABASE_URI": url, **NO_SENDER_THREAD, **config}
+    )
 
 
 def _upgraded(url: str) -> None:
@@ -169,6 +177,7 @@ def no_usage_thread_outlives_its_test() -> Iterator[None]:
     engine since disposed (a connection nobody closes: a ResourceWarning in a later test)."""
     yield
     usage_counter.stop_all()
+    sender.stop_all()
 
 
 @pytest.fixture(autouse=True)
@@ -189,6 +198,7 @@ def app(database_url, app_config) -> Iterator[Flask]:
     app = _app(database_url, **app_config)
     yield app
     usage_counter.stop(app)  # no batch written later, through a disposed engine
+    sender.of(app).stop()  # no try sent later, through a disposed engine
     reads.release()  # this thread's connection, which dispose leaves open
     with app.app_context():
         db.engine.dispose()
@@ -201,13 +211,14 @@ def make_app() -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
 
     def make(**config) -> Flask:
-        apps.append(create_app({"TESTING": True, **config}))
+        apps.append(create_app({"TESTING": True, **NO_SENDER_THREAD, **config}))
         return apps[-1]
 
     yield make
     reads.release()
     for made in apps:
         usage_counter.stop(made)
+        sender.of(made).stop()
         with made.app_context():
             db.engine.dispose()
 
@@ -235,7 +246,7 @@ class Org:
 def make_org(app) -> Callable[[str], Org]:
     def make(name: str) -> Org:
         with app.app_context():
-            _, keys = service.create_organization(name)
+            _, keys = operator.create_organization(name)
         by_kind = {key.kind: full_key for key, full_key in keys}
         return Org(name, by_kind["telemetry"], by_kind["sdk_integration"])
 
@@ -260,7 +271,7 @@ def make_key(app, org) -> Callable[..., str]:
         bits = FIXED.get(kind) if kind != "custom" else to_bits(scopes)
         data = {"name": name, "kind": kind, "scope_bits": bits}
         with app.app_context():
-            _, full_key = service.mint_key(org_name or org.name, data)
+            _, full_key = operator.mint_key(org_name or org.name, data)
         return full_key
 
     return make

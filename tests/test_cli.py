@@ -418,14 +418,14 @@ def test_first_start_makes_default_once_and_shows_its_keys_once(runner, client, 
 def test_key_list_shows_every_key_of_the_organization_and_never_a_full_key(
     runner, client, org, other_org, monkeypatch
 ):
-    from app.keys import service
+    from app.keys import operator
 
     made = client.post(
         "/api/keys",
         json={"name": "Deploys", "kind": "custom", "scopes": ["site:read", "monitor:read"]},
         auth=(org.sdk, ""),
     ).json
-    monkeypatch.setattr(service, "_OPERATOR_PAGE", 2)  # read in pages, each key once
+    monkeypatch.setattr(operator, "_OPERATOR_PAGE", 2)  # read in pages, each key once
     result = invoke(runner, "key", "list", "acme")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

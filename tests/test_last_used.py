@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 
 from app.database import upgrade
 from app.keyformat import identifier_of
-from app.keys import service
+from app.keys import operator
 from tests.databases import _administer, needs_postgresql
 
 
@@ -206,7 +206,7 @@ def test_first_use_is_seen_at_once_where_the_server_defaults_to_repeatable_read(
     app = make_app(SQLALCHEMY_DATABASE_URI=url)
     upgrade(app)
     with app.app_context():
-        _, keys = service.create_organization("isolation")
+        _, keys = operator.create_organization("isolation")
     sdk = next(full_key for key, full_key in keys if key.kind == "sdk_integration")
     body, before, after = read_self(app.test_client(), sdk)
     assert body["last_used"] is not None

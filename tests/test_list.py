@@ -8,7 +8,7 @@ import pytest
 
 from app import queries
 from app.keyformat import identifier_of
-from app.keys import service
+from app.keys import writes
 from tests.contract import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"
@@ -43,7 +43,7 @@ def sort_key(item: dict) -> tuple[datetime, bytes]:
 def clock(monkeypatch):
     """Make keys at chosen times: set `clock.times` to the creation times to hand out; once
     they are handed out, the service's other times (last_used) are the real ones."""
-    real = service.utcnow
+    real = writes.utcnow
 
     class Clock:
         def __init__(self) -> None:
@@ -53,7 +53,7 @@ def clock(monkeypatch):
             return self.times.pop(0) if self.times else real()
 
     fake = Clock()
-    monkeypatch.setattr(service, "utcnow", fake)
+    monkeypatch.setattr(writes, "utcnow", fake)
     return fake
 
 

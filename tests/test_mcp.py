@@ -822,12 +822,12 @@ SERVE_REST_ONLY = """
 import sys
 from app import create_app
 from app.database import upgrade
-from app.keys import service
+from app.keys import operator
 
 app = create_app({"SQLALCHEMY_DATABASE_URI": sys.argv[1]})
 upgrade(app)
 with app.app_context():
-    _, keys = service.create_organization("acme")
+    _, keys = operator.create_organization("acme")
 sdk = next(full for key, full in keys if key.kind == "sdk_integration")
 client = app.test_client()
 assert client.get("/api/keys", auth=(sdk, "")).status_code == 200

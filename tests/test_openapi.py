@@ -239,6 +239,11 @@ def test_operations_name_the_keys_they_need(document):
             if path == "/api/revoke":  # contract section 12: holding a key is the right
                 assert operation["security"] == []
                 continue
+            if path.startswith("/api/webhooks"):  # contract section 22: sdk_integration keys
+                roles = {role for need in operation["security"] for [role] in need.values()}
+                assert roles == {"sdk_integration"}, (path, method)
+                assert "any other key gets 403" in operation["description"]
+                continue
             if path == "/api/forward-auth":  # contract section 11: any kind of key
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == set(KINDS), (path, method)

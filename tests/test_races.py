@@ -15,7 +15,7 @@ from app.credentials import Caller
 from app.database import upgrade_embedded
 from app.errors import ApiError
 from app.extensions import db
-from app.keys import service
+from app.keys import operator, service
 from app.models import ApiKey, AuditEvent, Organization
 from app.scopes import ALL, to_bits
 from app.timestamps import iso, utcnow
@@ -121,7 +121,7 @@ def test_bootstrap_that_loses_the_race_makes_nothing_and_prints_nothing(
 ):
     monkeypatch.setattr(queries, "has_organization", lambda: False)
     with app.app_context():
-        service.create_organization("default")
+        operator.create_organization("default")
     assert bootstrap.ensure_default_organization(app) is False
     assert capsys.readouterr().out == ""
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app import keyformat
-from app.keys import service
+from app.keys import operator
 from app.scopes import ALL, CUSTOM, FIXED, KINDS, SCOPES, TELEMETRY, to_bits, to_names
 
 SCOPE_SETS = st.frozensets(st.sampled_from(SCOPES))
@@ -97,14 +97,14 @@ def test_no_sequence_of_creates_and_updates_exceeds_the_callers_scopes(
     # The example's own organization: the state every example starts from.
     organization = f"property-{next(_organizations)}"
     with app.app_context():
-        _, keys = service.create_organization(organization)
+        _, keys = operator.create_organization(organization)
         known = [
             Known(full_key, key.identifier, key.kind, key.scope_bits)
             for key, full_key in sorted(keys, key=lambda pair: pair[0].kind != "sdk_integration")
         ]
         for number, scopes in enumerate(starting):
             data = {"name": f"start {number}", "kind": CUSTOM, "scope_bits": to_bits(scopes)}
-            key, full_key = service.mint_key(organization, data)
+            key, full_key = operator.mint_key(organization, data)
             known.append(Known(full_key, key.identifier, CUSTOM, key.scope_bits))
 
     for step, operation in enumerate(operations):

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from flask import has_request_context
 from sqlalchemy import insert
 
-from app import addresses, keyformat, metrics, queries
+from app import addresses, keyformat, metrics, queries, webhook_outbox
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -21,14 +21,27 @@ from app.scopes import ALL
 from app.timestamps import utcnow
 
 _INSERT = insert(AuditEvent.__table__)
-ACTIONS = (
+KEY_ACTIONS = (
     "key.created",
     "key.updated",
     "key.rotated",
     "key.deleted",
     "key.revoked",
     "key.quota",
+    # Announced before and at a key's expires_at, for organizations with webhooks that
+    # take them (app/webhooks/sender.py).
+    "key.expiring",
+    "key.expired",
 )
+# A webhook endpoint's changes: their target is the endpoint's id, not a key.
+WEBHOOK_ACTIONS = (
+    "webhook.created",
+    "webhook.updated",
+    "webhook.deleted",
+    "webhook.new_secret",
+    "webhook.disabled",
+)
+ACTIONS = KEY_ACTIONS + WEBHOOK_ACTIONS
 OPERATOR = "operator"
 LEAK_REPORT = "leak-report"
 
@@ -57,11 +70,14 @@ def record(
     details: dict[str, Any] | None = None,
     actor_key: Named | None = None,
     target_key: Named | None = None,
+    key: dict[str, Any] | None = None,
 ) -> None:
-    """Add one event to the session's transaction; `target` is the key's identifier. The
-    client's address is the one the abuse limits see (None outside a request: the CLI).
-    `actor_key` and `target_key` are the acting and target keys as they are now, whose name
-    and kind the event keeps (None: the actor is no key)."""
+    """Add one event to the session's transaction; `target` is the key's identifier (a
+    webhook endpoint's id for its own actions). The client's address is the one the abuse
+    limits see (None outside a request: the CLI). `actor_key` and `target_key` are the
+    acting and target keys as they are now, whose name and kind the event keeps (None: the
+    actor is no key). `key`, the key object as read, goes to the organization's webhooks
+    with the event (app/webhook_outbox.py)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     metrics.audit_recorded(action)
@@ -74,7 +90,7 @@ def record(
             "at": utcnow(),
             "action": action,
             "actor": actor,
-            "target": keyformat.shown(target),
+            "target": target if action in WEBHOOK_ACTIONS else keyformat.shown(target),
             "client_address": addresses.client_address() if has_request_context() else None,
             "details": details or {},
             "actor_name": None if actor_key is None else actor_key.name,
@@ -83,6 +99,7 @@ def record(
             "target_kind": None if target_key is None else target_key.kind,
         },
     )
+    webhook_outbox.write(action, organization_id, actor, key, details)
 
 
 def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[AuditEvent]:

@@ -1,5 +1,7 @@
-"""The rules of the spec and the contract; the only code that changes keys (a use's
-`last_used` is app/auth.py's). Its reads are app/queries.py's.
+"""The rules of the spec and the contract for a key's every change by a key: create, update,
+rotate, delete, a leak report, a quota grant. Its reads are app/queries.py's, its writes
+app/keys/writes.py's; what the operator does is app/keys/operator.py's (a use's
+`last_used` is app/auth.py's).
 
 Every function takes the organization explicitly (the caller's, or the operator's choice
 in the CLI): no query runs without it.
@@ -7,76 +9,37 @@ in the CLI): no query runs without it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from flask import current_app
-from sqlalchemy import bindparam, delete, insert, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import delete
 
 from app import audit, keyformat, queries
 from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
 from app.keys import bounds
-from app.models import ApiKey, KeyMetadata, Organization
+from app.keys.schemas import dump_key
+from app.keys.writes import (
+    DELETE,
+    KEYS,
+    UPDATE,
+    add_key,
+    quota_columns,
+    rate_limit_columns,
+    write_metadata,
+)
 from app.organizations import policy as organization_policy
 from app.queries import Key, Page
 from app.quotas import service as quotas
-from app.scopes import FIXED, SDK_INTEGRATION, TELEMETRY, is_immutable, misfit, to_names
+from app.scopes import is_immutable, misfit, to_names
 from app.timestamps import TICK, from_iso, iso, utcnow
-
-# The keys every new organization starts with: (name, kind).
-STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))
-
-# Writes (and their locked reads) name a key by its identifier, never by its id: SQLite
-# gives a deleted row's id to the next key made, so a write meant for a key another request
-# has just deleted (or rotated) would land on that request's new key.
-_KEYS = ApiKey.__table__
-_UPDATE = update(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
-_DELETE = delete(_KEYS).where(_KEYS.c.identifier == bindparam("key"))
-_METADATA = KeyMetadata.__table__
-_INSERT_KEY = insert(ApiKey.__table__).returning(ApiKey.__table__.c.id)
-
-
-class OrganizationError(Exception):
-    """An operator's request about organizations that cannot be carried out."""
 
 
 def _not_found() -> ApiError:
     return ApiError(404, "not_found", "No API key of your organization has this reference.")
-
-
-def _rate_limit(data: dict | None) -> dict[str, int | None]:
-    """A rate_limit as its columns."""
-    data = data or {}
-    return {
-        "rate_limit_requests": data.get("requests"),
-        "rate_limit_seconds": data.get("seconds"),
-    }
-
-
-def _quota(data: dict | None) -> dict[str, int | str | None]:
-    """A quota as its columns."""
-    data = data or {}
-    return {"quota_requests": data.get("requests"), "quota_period": data.get("period")}
-
-
-def _write_metadata(
-    organization_id: int, key_id: int, metadata: dict[str, str], fresh: bool = False
-) -> None:
-    """The index of a key's metadata (models.KeyMetadata), as `metadata` says (`fresh`: a
-    new key, which has none yet)."""
-    if not fresh:
-        db.session.execute(delete(_METADATA).where(_METADATA.c.key_id == key_id))
-    if metadata:
-        rows = [
-            {"key_id": key_id, "organization_id": organization_id, "name": name, "value": value}
-            for name, value in metadata.items()
-        ]
-        db.session.execute(insert(_METADATA), rows)
 
 
 def _already_rotated(key: Key, why: str) -> ApiError:
@@ -100,7 +63,7 @@ def _locked(caller: Caller, key: Key) -> Iterator[Key]:
         raise
 
 
-def _key_named(organization_id: int, reference: str) -> Key | None:
+def key_named(organization_id: int, reference: str) -> Key | None:
     """The organization's key named by `reference` (its full value, identifier or
     `<identifier>...`); None for any other."""
     if keyformat.is_full_key(reference):
@@ -114,7 +77,7 @@ def _key_named(organization_id: int, reference: str) -> Key | None:
 def find_key(caller: Caller, reference: str) -> Key:
     """The caller's organization's key named by `reference` (its full value, identifier or
     `<identifier>...`); 404 for any other."""
-    key = _key_named(caller.organization_id, reference)
+    key = key_named(caller.organization_id, reference)
     if key is None:
         raise _not_found()
     return key
@@ -128,79 +91,6 @@ def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page
         lifetime = organization_policy.of(caller.organization_id).max_key_lifetime_days
         filters["lifetime_days"] = lifetime
     return queries.keys_page(caller.organization_id, page, page_size, **filters)
-
-
-def _add_key(
-    organization_id: int,
-    name: str,
-    kind: str,
-    scope_bits: int,
-    actor: str,
-    expires_at: datetime | None = None,
-    created_by: str | None = None,
-    allowed_ips: Sequence[str] = (),
-    rate_limit: dict | None = None,
-    metadata: dict[str, str] | None = None,
-    enabled: bool = True,
-    quota: dict | None = None,
-    quota_counter: str | None = None,
-    actor_key: Caller | None = None,
-) -> tuple[Key, str]:
-    """A new key in the session's transaction, with its key.created event (`actor_key`:
-    the key that made it; None: the operator); with a quota, counted under
-    `quota_counter` (a predecessor's: its count goes on) or its own."""
-    allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
-    limit = _rate_limit(rate_limit) | _quota(quota) | {"quota_counter": quota_counter}
-    identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
-    now = utcnow()
-    row = {
-        "organization_id": organization_id,
-        "identifier": identifier,
-        "digest": keyformat.digest(full_key),
-        "name": name,
-        "kind": kind,
-        "scope_bits": scope_bits,
-        "created": now,
-        "updated": now,
-        "last_used": None,
-        "expires_at": expires_at,
-        "created_by": created_by,
-        "enabled": enabled,
-        "allowed_ips": allowed_ips,
-        "metadata": metadata,
-        "replaced_by": None,
-        **limit,
-    }
-    # A Core INSERT, not the ORM's unit of work: a SQLite write holds the database's one
-    # write lock from its first statement to its commit (bench/README.md, the writes).
-    key_id = db.session.execute(_INSERT_KEY, row).scalar_one()
-    if metadata:
-        _write_metadata(organization_id, key_id, metadata, fresh=True)
-    shown = iso(now)
-    expiry = None if expires_at is None else iso(expires_at)
-    # The key as reads give it (queries.Key): its row, with its times as shown.
-    fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
-    made = Key(**{field: fields[field] for field in Key._fields})
-    audit.record(
-        "key.created",
-        organization_id=organization_id,
-        actor=actor,
-        target=identifier,
-        actor_key=actor_key,
-        target_key=made,
-        details={
-            "name": name,
-            "kind": kind,
-            "scopes": list(to_names(scope_bits)),
-            "expires_at": expiry,
-            "enabled": enabled,
-            "allowed_ips": allowed_ips,
-            "rate_limit": rate_limit,
-            "metadata": metadata,
-            "quota": quota,
-        },
-    )
-    return made, full_key
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
@@ -224,7 +114,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
         "quota": data.get("quota", governed.quota),
     }
     policy = bounds.inherited(held, {"allowed_ips": data.get("allowed_ips", ())} | named)
-    created = _add_key(
+    created = add_key(
         caller.organization_id,
         data["name"],
         data["kind"],
@@ -283,22 +173,22 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         if "rate_limit" in data:
             before = key.rate_limit
             if data["rate_limit"] != before:
-                limit = _rate_limit(data["rate_limit"])
+                limit = rate_limit_columns(data["rate_limit"])
                 changes |= limit
                 shown |= limit
                 details["rate_limit"] = [before, data["rate_limit"]]
         if "quota" in data and data["quota"] != key.quota:
             if data["quota"] is not None:
                 quotas.keep_used(key, data["quota"]["period"])
-            changes |= _quota(data["quota"])
-            shown |= _quota(data["quota"])
+            changes |= quota_columns(data["quota"])
+            shown |= quota_columns(data["quota"])
             details["quota"] = [key.quota, data["quota"]]
         if "metadata" in changes:
-            _write_metadata(caller.organization_id, key.id, changes["metadata"])
+            write_metadata(caller.organization_id, key.id, changes["metadata"])
         if changes:
             updated = max(utcnow(), from_iso(key.updated) + TICK)
             key = key._replace(**(changes | shown), updated=iso(updated))
-            statement = _UPDATE.values(**changes, updated=updated)
+            statement = UPDATE.values(**changes, updated=updated)
             db.session.execute(statement, {"key": key.identifier})
             audit.record(
                 "key.updated",
@@ -308,6 +198,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
                 details=details,
                 actor_key=caller,
                 target_key=key,
+                key=dump_key(key),
             )
         db.session.commit()
     return key
@@ -317,7 +208,7 @@ def delete_key(caller: Caller, key: Key) -> None:
     """Revoke a key at once and for good."""
     with _locked(caller, key) as key:
         bounds.require_power_over(caller, bounds.judging(caller, key), key)
-        db.session.execute(_DELETE, {"key": key.identifier})
+        db.session.execute(DELETE, {"key": key.identifier})
         audit.record(
             "key.deleted",
             organization_id=caller.organization_id,
@@ -325,6 +216,7 @@ def delete_key(caller: Caller, key: Key) -> None:
             target=key.identifier,
             actor_key=caller,
             target_key=key,
+            key=dump_key(key),
         )
         db.session.commit()
 
@@ -337,17 +229,19 @@ def revoke_leaked(keys: list[str]) -> None:
         if not keyformat.is_full_key(full_key):
             continue
         statement = (
-            delete(ApiKey)
-            .where(ApiKey.digest == keyformat.digest(full_key))
-            .returning(ApiKey.organization_id, ApiKey.identifier, ApiKey.name, ApiKey.kind)
+            delete(KEYS)
+            .where(KEYS.c.digest == keyformat.digest(full_key))
+            .returning(KEYS.c.organization_id, *queries.KEY_COLUMNS)
         )
-        for revoked in db.session.execute(statement):
+        for organization_id, *row in db.session.execute(statement):
+            key = queries.key_of_row(row)
             audit.record(
                 "key.revoked",
-                organization_id=revoked.organization_id,
+                organization_id=organization_id,
                 actor=audit.LEAK_REPORT,
-                target=revoked.identifier,
-                target_key=revoked,
+                target=key.identifier,
+                target_key=key,
+                key=dump_key(key),
             )
     db.session.commit()
 
@@ -378,9 +272,9 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             raise _already_rotated(key, "rotate its successor instead.")
         grace = data.get("grace_seconds", 0)
         if grace == 0:
-            db.session.execute(_DELETE, {"key": key.identifier})
+            db.session.execute(DELETE, {"key": key.identifier})
         actor = audit.actor_of(caller)
-        replacement = _add_key(
+        replacement = add_key(
             caller.organization_id,
             key.name,
             key.kind,
@@ -396,7 +290,8 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             until = now + timedelta(seconds=grace)
             sooner = until if ends is None else min(ends, until)
             old = {"expires_at": sooner, "replaced_by": replacement[0].identifier}
-            db.session.execute(_UPDATE.values(**old), {"key": key.identifier})
+            db.session.execute(UPDATE.values(**old), {"key": key.identifier})
+            key = key._replace(expires_at=iso(sooner), replaced_by=old["replaced_by"])
         audit.record(
             "key.rotated",
             organization_id=caller.organization_id,
@@ -408,6 +303,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             },
             actor_key=caller,
             target_key=key,
+            key=dump_key(key),
         )
         db.session.commit()
     return replacement
@@ -415,94 +311,18 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
 
 def grant_quota(caller: Caller, key: Key, data: dict) -> Key:
     """More uses of a key's quota, or exactly so many left (app/quotas), for a caller with
-    power over the key."""
+    power over the key; recorded as key.quota."""
     bounds.require_power_over(caller, bounds.judging(caller, key), key)
-    return quotas.grant(caller, key, data)
-
-
-def create_organization(name: str) -> tuple[Organization, list[tuple[Key, str]]]:
-    """A new organization with its two starting keys, written together or not at all."""
-    organization = Organization(name=name, created=utcnow())
-    db.session.add(organization)
-    try:
-        db.session.flush()
-        keys = [
-            _add_key(organization.id, key_name, kind, FIXED[kind], actor=audit.OPERATOR)
-            for key_name, kind in STARTING_KEYS
-        ]
-        db.session.commit()
-    except IntegrityError:
-        db.session.rollback()
-        raise OrganizationError(f'an organization named "{name}" already exists') from None
-    return organization, keys
-
-
-def mint_key(organization_name: str, data: dict) -> tuple[Key, str]:
-    """The operator's key: any kind and scopes, in an existing organization."""
-    organization_id = _organization_id(organization_name)
-    created = _add_key(
-        organization_id,
-        data["name"],
-        data["kind"],
-        data["scope_bits"],
-        actor=audit.OPERATOR,
-        expires_at=data.get("expires_at"),
+    before, after = quotas.grant(key, data)
+    audit.record(
+        "key.quota",
+        organization_id=caller.organization_id,
+        actor=audit.actor_of(caller),
+        target=key.identifier,
+        details={**data, "remaining": [before, after]},
+        actor_key=caller,
+        target_key=key,
+        key=dump_key(key),
     )
     db.session.commit()
-    return created
-
-
-def _organization_id(organization_name: str) -> int:
-    organization_id = queries.organization_id(organization_name)
-    if organization_id is None:
-        raise OrganizationError(f'no organization is named "{organization_name}"')
-    return organization_id
-
-
-# How many keys the operator's list reads at a time.
-_OPERATOR_PAGE = 200
-
-
-def operator_keys(organization_name: str) -> Iterator[Key]:
-    """Every key of an organization, oldest first, as the API lists them (the operator's
-    CLI, for the day every managing key is lost); OrganizationError, at the call, for an
-    unknown organization."""
-    organization_id = _organization_id(organization_name)
-
-    def pages() -> Iterator[Key]:
-        page = 1
-        while True:
-            found = queries.keys_page(organization_id, page, _OPERATOR_PAGE)
-            yield from found.data
-            if page * _OPERATOR_PAGE >= found.total_count:
-                return
-            page += 1
-
-    return pages()
-
-
-def operator_delete(organization_name: str, reference: str) -> Key:
-    """The operator deletes an organization's key (any key: the operator always can),
-    recorded as key.deleted by the operator; the key as it was. OrganizationError for an
-    unknown organization or key."""
-    organization_id = _organization_id(organization_name)
-    try:
-        key = _key_named(organization_id, reference)
-        current = key and queries.locked_key(organization_id, key.identifier)
-        if current is None:
-            raise OrganizationError(
-                f'organization "{organization_name}" has no key "{keyformat.masked(reference)}"'
-            )
-        db.session.execute(_DELETE, {"key": current.identifier})
-        audit.record(
-            "key.deleted",
-            organization_id=organization_id,
-            actor=audit.OPERATOR,
-            target=current.identifier,
-            target_key=current,
-        )
-        db.session.commit()
-    except BaseException:
-        db.session.rollback()
-        raise
-    return current
+    return key

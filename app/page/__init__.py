@@ -55,6 +55,13 @@ ACTION_WORDS = {
     "key.deleted": "Deleted",
     "key.revoked": "Revoked as leaked",
     "key.quota": "Quota granted",
+    "key.expiring": "Expiring soon",
+    "key.expired": "Expired",
+    "webhook.created": "Webhook created",
+    "webhook.updated": "Webhook updated",
+    "webhook.deleted": "Webhook deleted",
+    "webhook.new_secret": "Webhook secret renewed",
+    "webhook.disabled": "Webhook disabled after failing",
 }
 
 

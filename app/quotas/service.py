@@ -1,14 +1,13 @@
 """A quota's count where the limits count it (app/limits.py), read for the key object and
-set by grants: POST /api/keys/<key>/quota, audited as key.quota (CONTRACT.md section 21)."""
+set by grants (POST /api/keys/<key>/quota, which app/keys/service.py audits as key.quota;
+CONTRACT.md section 21)."""
 
 from __future__ import annotations
 
 from flask import current_app
 
-from app import audit, periods
-from app.credentials import Caller
+from app import periods
 from app.errors import ApiError
-from app.extensions import db
 from app.limits import Limits
 from app.queries import Key
 from app.timestamps import utcnow
@@ -18,7 +17,7 @@ def _limits() -> Limits:
     return current_app.extensions["limits"]
 
 
-def _counter(key: Key | Caller, period: str) -> tuple[str, float, int | None]:
+def _counter(key: Key, period: str) -> tuple[str, float, int | None]:
     """Where `key`'s quota counts now, the seconds its window has left, and when it ends."""
     now = utcnow()
     window = periods.window(period, now)
@@ -49,9 +48,9 @@ def keep_used(key: Key, period: str) -> None:
     _limits().set_count(name, seconds, spent)
 
 
-def grant(caller: Caller, key: Key, data: dict) -> Key:
+def grant(key: Key, data: dict) -> tuple[int, int]:
     """More uses (`add`) or exactly so many left (`set_remaining`) in the key's current
-    period, recorded as key.quota; 409 for a key without a quota."""
+    period: what was left before and after; 409 for a key without a quota."""
     if key.quota_requests is None or key.quota_period is None:
         raise ApiError(
             409, "no_quota", "This key has no quota: give it one with PUT /api/keys/<key> first."
@@ -67,14 +66,4 @@ def grant(caller: Caller, key: Key, data: dict) -> Key:
     else:
         _limits().set_count(name, seconds, key.quota_requests - data["set_remaining"])
         after = data["set_remaining"]
-    audit.record(
-        "key.quota",
-        organization_id=caller.organization_id,
-        actor=audit.actor_of(caller),
-        target=key.identifier,
-        details={**data, "remaining": [before, after]},
-        actor_key=caller,
-        target_key=key,
-    )
-    db.session.commit()
-    return key
+    return before, after

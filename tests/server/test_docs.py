@@ -50,6 +50,7 @@ ELSEWHERE = {
     "docs/gateways.md": "tests/server/test_gateway.py",
     "docs/mcp.md": "tests/server/test_mcp.py",
     "docs/extension.md": "tests/test_extension.py",
+    "docs/webhooks.md": "tests/test_webhook_docs.py",
 }
 SHELL = {"sh", "bash", "console", "shell"}
 PLAIN = {"", "text", "json"}  # shown, not run; JSON is checked to be JSON

@@ -68,9 +68,14 @@ def screenshots(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     # Counts written every half second: a use shows in a key's usage within a second.
-    server = launch(
-        tmp_path_factory.mktemp("page") / "server", workers=2, env={"USAGE_FLUSH_SECONDS": "0.5"}
-    )
+    # Webhooks to a receiver on this machine (WEBHOOK_ALLOW_PRIVATE), looked for 5 times a
+    # second.
+    env = {
+        "USAGE_FLUSH_SECONDS": "0.5",
+        "WEBHOOK_ALLOW_PRIVATE": "true",
+        "WEBHOOK_POLL_SECONDS": "0.2",
+    }
+    server = launch(tmp_path_factory.mktemp("page") / "server", workers=2, env=env)
     try:
         server.wait_until_ready(2)
         yield server
@@ -2118,3 +2123,137 @@ def test_the_list_fits_its_columns_at_1400_pixels(tab, server, org, screenshots)
     screenshot(page, screenshots, "list-scopes")
     summary.click()
     expect(sdk.get_by_role("listitem").first).to_be_hidden()
+    expect(page.get_by_label("API key")).to_be_focused()
+
+
+# --- webhooks (contract section 22) -----------------------------------------------------------
+
+
+def wait_for_delivery(server: Server, key: str, endpoint: str, **wanted) -> dict:
+    """The endpoint's newest delivery, once it shows `wanted` (status, tries...)."""
+    deadline = datetime.now(UTC) + timedelta(seconds=15)
+    while True:
+        answer = server.request("GET", f"/api/webhooks/{endpoint}/deliveries", key).json()
+        if answer["data"] and all(answer["data"][0][k] == v for k, v in wanted.items()):
+            return answer["data"][0]
+        assert datetime.now(UTC) < deadline, answer
+        time.sleep(0.1)
+
+
+def test_the_webhooks_view_shows_endpoints_and_deliveries_with_a_retry(
+    tab, server, org, screenshots
+):
+    from tests.receivers import start_receiver
+
+    receiver = start_receiver()
+    receiver.answer = lambda request: (500, {})
+    try:
+        made = server.request(
+            "POST",
+            "/api/webhooks",
+            org.sdk,
+            {
+                "url": receiver.url,
+                "events": ["key.deleted", "key.created"],
+                "description": "On-call",
+            },
+        )
+        assert made.status == 201, made.body
+        endpoint = made.json()
+        make_key(server, org.sdk, "Nightly")
+        wait_for_delivery(server, org.sdk, endpoint["id"], tries=1)
+        page = tab.page
+        use_key(page, org.sdk)
+        open_webhooks = page.get_by_role("button", name="Webhooks")
+        expect(open_webhooks).to_have_accessible_description("")
+        open_webhooks.click()
+        expect(page.get_by_role("heading", name="Webhooks")).to_be_focused()
+        expect(page.get_by_role("heading", name="Keys of your organization")).to_be_hidden()
+        endpoints = page.get_by_role("table", name="Endpoints")
+        headers = endpoints.get_by_role("columnheader").all_text_contents()
+        assert headers == ["URL", "Events", "Description", "State", "Actions"]
+        listed = endpoints.get_by_role("row").filter(has=page.get_by_text(receiver.url))
+        expect(listed.get_by_role("listitem")).to_have_text(["key.created", "key.deleted"])
+        expect(listed).to_contain_text("On-call")
+        expect(listed).to_contain_text("Enabled, failing")
+        listed.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
+        expect(page.get_by_role("heading", name="Recent deliveries")).to_be_focused()
+        deliveries = page.get_by_role("table", name="Recent deliveries")
+        delivery = deliveries.get_by_role("row").filter(has=page.get_by_text("Nightly"))
+        expect(delivery).to_contain_text("key.created")
+        expect(delivery).to_contain_text("pending")
+        expect(delivery.get_by_role("cell", name="500", exact=True)).to_be_visible()
+        expect(page.get_by_text("1 most recent of 1 delivery")).to_be_visible()
+        screenshot(page, screenshots, "webhooks")
+
+        # A retry, once the receiver is back: sent at once, with the same id.
+        receiver.answer = lambda request: (204, {})
+        delivery.get_by_role("button", name="Retry key.created of Nightly").click()
+        expect(page.get_by_text("key.created of Nightly will be sent again.")).to_be_visible()
+        expect(page.get_by_role("heading", name="Recent deliveries")).to_be_focused()
+        done = wait_for_delivery(server, org.sdk, endpoint["id"], status="delivered")
+        assert {r.headers["webhook-id"] for r in receiver.received} == {done["id"]}
+        listed.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
+        expect(delivery).to_contain_text("delivered")
+        expect(delivery.get_by_role("cell", name="204", exact=True)).to_be_visible()
+
+        # At 390 px: each endpoint and delivery a card, nothing wider than the window.
+        page.set_viewport_size(NARROW)
+        expect(delivery).to_contain_text("delivered")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW["width"]
+        screenshot(page, screenshots, "webhooks-narrow")
+        page.set_viewport_size(WIDE)
+
+        # Back to the keys; forgetting the key leaves the view too.
+        page.get_by_role("button", name="Back to keys").click()
+        expect(open_webhooks).to_be_focused()
+        open_webhooks.click()
+        expect(page.get_by_role("heading", name="Recent deliveries")).to_be_hidden()
+        page.get_by_role("button", name="Forget key").click()
+        expect(page.get_by_role("heading", name="Webhooks")).to_be_hidden()
+        expect(page.get_by_label("API key")).to_be_focused()
+    finally:
+        receiver.stop()
+
+
+def test_webhooks_are_offered_only_to_an_sdk_integration_key(tab, server, org):
+    everything = read_key(server, org.sdk, identifier(org.sdk))["scopes"]
+    mine = make_key(server, org.sdk, "Everything", everything)
+    page = tab.page
+    use_key(page, mine["key"])
+    button = page.get_by_role("button", name="Webhooks")
+    expect(button).to_be_disabled()
+    why = "Webhooks: only an sdk_integration key may manage them."
+    expect(button).to_have_accessible_description(why)
+    expect(page.get_by_text(why)).to_be_visible()
+
+
+@pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, NARROW], ids=["1280px", "390px"])
+def test_webhooks_view_passes_axe_wcag_2_a_and_aa(tab, server, org, size):
+    from tests.receivers import start_receiver
+
+    receiver = start_receiver()
+    try:
+        made = server.request(
+            "POST", "/api/webhooks", org.sdk, {"url": receiver.url, "events": ["key.created"]}
+        )
+        assert made.status == 201, made.body
+        make_key(server, org.sdk, "Nightly")
+        wait_for_delivery(server, org.sdk, made.json()["id"], status="delivered")
+        page = tab.page
+        page.set_viewport_size(size)
+        use_key(page, org.sdk)
+        page.get_by_role("button", name="Webhooks").click()
+        page.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
+        expect(page.get_by_text("1 most recent of 1 delivery")).to_be_visible()
+        expect(page.locator('[aria-busy="true"]')).to_have_count(0)
+        page.evaluate(AXE.read_text())
+        found = page.evaluate(
+            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
+            ".then(result => result.violations.map("
+            "v => `${v.id}: ${v.help} (${v.nodes.map(n => n.target.join(' ')).join(', ')})`))",
+            WCAG,
+        )
+        assert found == []
+    finally:
+        receiver.stop()

@@ -13,6 +13,7 @@
 //   narrow.js       Narrow scopes: from a key's usage to Edit, and back
 //   policy.js       a key's policy in create and edit: enabled, addresses, limit, metadata
 //   audit.js        the audit log
+//   webhooks.js     the webhook endpoints and their recent deliveries, with a retry
 //   new-key.js      a new key, shown once
 //
 // They import one another in one direction, never in a circle (tests/test_page.py).

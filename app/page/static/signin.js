@@ -4,6 +4,7 @@
 
 import { api, keyPath, onUnauthorized, Refusal } from "./api.js";
 import { closeAudit, offerAudit } from "./audit.js";
+import { closeWebhooks, offerWebhooks } from "./webhooks.js";
 import { $ } from "./dom.js";
 import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
@@ -102,6 +103,7 @@ export function signOut(message, invalid = false) {
   }
   $("keys").hidden = true;
   closeAudit();
+  closeWebhooks();
   closeUsage();
   $("in-use").hidden = true;
   clearList();
@@ -118,6 +120,7 @@ export function adopt(inUse) {
   $("in-use-name").textContent = inUse.name;
   $("in-use-key").textContent = inUse.key;
   offerAudit();
+  offerWebhooks();
 }
 
 /** The key in use as the API shows it, read by its public identifier alone. */

@@ -1,0 +1,136 @@
+"""How a key's row is written: a new key with its key.created event (add_key), its
+metadata's index, its policy as columns, and the statements that change or delete a row.
+app/keys/service.py decides whether a write may happen (the rules), app/keys/operator.py
+what the operator writes; both write through here.
+
+Writes (and their locked reads) name a key by its identifier, never by its id: SQLite gives
+a deleted row's id to the next key made, so a write meant for a key another request has
+just deleted (or rotated) would land on that request's new key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from flask import current_app
+from sqlalchemy import bindparam, delete, insert, update
+
+from app import audit, keyformat
+from app.credentials import Caller
+from app.extensions import db
+from app.keys.schemas import dump_key
+from app.models import ApiKey, KeyMetadata
+from app.queries import Key
+from app.scopes import to_names
+from app.timestamps import iso, utcnow
+
+KEYS = ApiKey.__table__
+UPDATE = update(KEYS).where(KEYS.c.identifier == bindparam("key"))
+DELETE = delete(KEYS).where(KEYS.c.identifier == bindparam("key"))
+_METADATA = KeyMetadata.__table__
+_INSERT_KEY = insert(KEYS).returning(KEYS.c.id)
+
+
+def rate_limit_columns(data: dict | None) -> dict[str, int | None]:
+    """A rate_limit as its columns."""
+    data = data or {}
+    return {
+        "rate_limit_requests": data.get("requests"),
+        "rate_limit_seconds": data.get("seconds"),
+    }
+
+
+def quota_columns(data: dict | None) -> dict[str, int | str | None]:
+    """A quota as its columns."""
+    data = data or {}
+    return {"quota_requests": data.get("requests"), "quota_period": data.get("period")}
+
+
+def write_metadata(
+    organization_id: int, key_id: int, metadata: dict[str, str], fresh: bool = False
+) -> None:
+    """The index of a key's metadata (models.KeyMetadata), as `metadata` says (`fresh`: a
+    new key, which has none yet)."""
+    if not fresh:
+        db.session.execute(delete(_METADATA).where(_METADATA.c.key_id == key_id))
+    if metadata:
+        rows = [
+            {"key_id": key_id, "organization_id": organization_id, "name": name, "value": value}
+            for name, value in metadata.items()
+        ]
+        db.session.execute(insert(_METADATA), rows)
+
+
+def add_key(
+    organization_id: int,
+    name: str,
+    kind: str,
+    scope_bits: int,
+    actor: str,
+    expires_at: datetime | None = None,
+    created_by: str | None = None,
+    allowed_ips: Sequence[str] = (),
+    rate_limit: dict | None = None,
+    metadata: dict[str, str] | None = None,
+    enabled: bool = True,
+    quota: dict | None = None,
+    quota_counter: str | None = None,
+    actor_key: Caller | None = None,
+) -> tuple[Key, str]:
+    """A new key in the session's transaction, with its key.created event (`actor_key`:
+    the key that made it; None: the operator); with a quota, counted under
+    `quota_counter` (a predecessor's: its count goes on) or its own."""
+    allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
+    limit = rate_limit_columns(rate_limit) | quota_columns(quota) | {"quota_counter": quota_counter}
+    identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
+    now = utcnow()
+    row = {
+        "organization_id": organization_id,
+        "identifier": identifier,
+        "digest": keyformat.digest(full_key),
+        "name": name,
+        "kind": kind,
+        "scope_bits": scope_bits,
+        "created": now,
+        "updated": now,
+        "last_used": None,
+        "expires_at": expires_at,
+        "created_by": created_by,
+        "enabled": enabled,
+        "allowed_ips": allowed_ips,
+        "metadata": metadata,
+        "replaced_by": None,
+        **limit,
+    }
+    # A Core INSERT, not the ORM's unit of work: a SQLite write holds the database's one
+    # write lock from its first statement to its commit (bench/README.md, the writes).
+    key_id = db.session.execute(_INSERT_KEY, row).scalar_one()
+    if metadata:
+        write_metadata(organization_id, key_id, metadata, fresh=True)
+    shown = iso(now)
+    expiry = None if expires_at is None else iso(expires_at)
+    # The key as reads give it (queries.Key): its row, with its times as shown.
+    fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
+    made = Key(**{field: fields[field] for field in Key._fields})
+    audit.record(
+        "key.created",
+        organization_id=organization_id,
+        actor=actor,
+        target=identifier,
+        actor_key=actor_key,
+        target_key=made,
+        details={
+            "name": name,
+            "kind": kind,
+            "scopes": list(to_names(scope_bits)),
+            "expires_at": expiry,
+            "enabled": enabled,
+            "allowed_ips": allowed_ips,
+            "rate_limit": rate_limit,
+            "metadata": metadata,
+            "quota": quota,
+        },
+        key=dump_key(made),
+    )
+    return made, full_key

@@ -1,0 +1,182 @@
+// Webhooks (contract section 22): the organization's endpoints, the events each takes, and
+// an endpoint's recent deliveries with a retry. A view of its own, in place of the list of
+// keys; only an sdk_integration key may manage webhooks, as the API says.
+
+import { api } from "./api.js";
+import { report, Fields } from "./dialogs.js";
+import { $, describedBy, element, timeOf } from "./dom.js";
+import { loadPage } from "./keys.js";
+import { session } from "./session.js";
+
+const RECENT = 20;
+const endpointsError = new Fields($("webhooks-error"));
+const deliveriesError = new Fields($("deliveries-error"));
+let shown = null; // the endpoint whose deliveries are shown
+
+/** Webhooks is offered to an sdk_integration key; otherwise disabled, saying why. */
+export function offerWebhooks() {
+  const button = $("open-webhooks");
+  const why = $("webhooks-why");
+  button.disabled = session.self.kind !== "sdk_integration";
+  why.hidden = !button.disabled;
+  why.textContent = "Webhooks: only an sdk_integration key may manage them.";
+  button.dataset.hints = button.disabled ? why.id : "";
+  describedBy(button);
+}
+
+function cellOf(label, content) {
+  const cell = element("td");
+  cell.dataset.label = label;
+  cell.append(content);
+  return cell;
+}
+
+function endpointRow(endpoint) {
+  const row = element("tr");
+  const events = element("ul", undefined, "changes");
+  events.append(...endpoint.events.map((type) => element("li", type)));
+  const state = endpoint.enabled
+    ? endpoint.failing_since
+      ? "Enabled, failing"
+      : "Enabled"
+    : "Disabled";
+  const actions = element("td", undefined, "row-actions");
+  const open = element("button", "Deliveries");
+  open.type = "button";
+  open.setAttribute("aria-label", `Deliveries of ${endpoint.url}`);
+  open.addEventListener("click", () => showDeliveries(endpoint));
+  actions.append(open);
+  row.append(
+    cellOf("URL", element("code", endpoint.url, "url")),
+    cellOf("Events", events),
+    cellOf("Description", endpoint.description || "—"),
+    cellOf("State", state),
+    actions,
+  );
+  return row;
+}
+
+async function loadEndpoints() {
+  const table = $("endpoint-table");
+  table.setAttribute("aria-busy", "true");
+  let answer;
+  try {
+    answer = await api("GET", "api/webhooks");
+  } catch (error) {
+    report(endpointsError, error);
+    return;
+  } finally {
+    table.removeAttribute("aria-busy");
+  }
+  endpointsError.clear();
+  const rows = answer.data.map(endpointRow);
+  if (rows.length === 0) {
+    const empty = element("td", "No endpoints yet.");
+    empty.colSpan = table.tHead.rows[0].cells.length;
+    rows.push(element("tr"));
+    rows[0].append(empty);
+  }
+  $("endpoint-rows").replaceChildren(...rows);
+}
+
+function deliveryRow(delivery) {
+  const row = element("tr");
+  const key = delivery.payload.data.key;
+  const answer =
+    delivery.last_status !== null
+      ? String(delivery.last_status)
+      : delivery.last_error || (delivery.tries ? "none" : "not tried yet");
+  const actions = element("td", undefined, "row-actions");
+  const retry = element("button", "Retry");
+  retry.type = "button";
+  retry.setAttribute("aria-label", `Retry ${delivery.event} of ${key.name}`);
+  retry.addEventListener("click", () => retryDelivery(delivery, retry));
+  actions.append(retry);
+  row.append(
+    cellOf("Time", timeOf(delivery.created)),
+    cellOf("Event", delivery.event),
+    cellOf("Key", key.name),
+    cellOf("Status", delivery.status),
+    cellOf("Tries", String(delivery.tries)),
+    cellOf("Last answer", answer),
+    actions,
+  );
+  return row;
+}
+
+async function loadDeliveries() {
+  const table = $("delivery-table");
+  table.setAttribute("aria-busy", "true");
+  let answer;
+  try {
+    answer = await api("GET", `api/webhooks/${shown.id}/deliveries?page_size=${RECENT}`);
+  } catch (error) {
+    report(deliveriesError, error);
+    return;
+  } finally {
+    table.removeAttribute("aria-busy");
+  }
+  deliveriesError.clear();
+  const rows = answer.data.map(deliveryRow);
+  if (rows.length === 0) {
+    const empty = element("td", "No deliveries yet.");
+    empty.colSpan = table.tHead.rows[0].cells.length;
+    rows.push(element("tr"));
+    rows[0].append(empty);
+  }
+  $("delivery-rows").replaceChildren(...rows);
+  const count = answer.total_count;
+  $("deliveries-status").textContent =
+    `${Math.min(count, RECENT)} most recent of ${count} ${count === 1 ? "delivery" : "deliveries"}`;
+}
+
+async function showDeliveries(endpoint) {
+  shown = endpoint;
+  $("retry-status").textContent = "";
+  $("deliveries-url").textContent = endpoint.url;
+  $("deliveries").hidden = false;
+  $("deliveries-title").focus();
+  await loadDeliveries();
+}
+
+async function retryDelivery(delivery, button) {
+  button.disabled = true;
+  try {
+    await api("POST", `api/webhooks/${shown.id}/deliveries/${delivery.id}/retry`);
+  } catch (error) {
+    report(deliveriesError, error);
+    button.disabled = false;
+    return;
+  }
+  $("retry-status").textContent =
+    `${delivery.event} of ${delivery.payload.data.key.name} will be sent again.`;
+  await loadDeliveries();
+  $("deliveries-title").focus();
+}
+
+/** Out of the webhooks view (if shown), which starts afresh next time. */
+export function closeWebhooks() {
+  $("webhooks").hidden = true;
+  $("deliveries").hidden = true;
+  shown = null;
+  $("endpoint-rows").replaceChildren();
+  $("delivery-rows").replaceChildren();
+  $("deliveries-status").textContent = "";
+  $("retry-status").textContent = "";
+  endpointsError.clear();
+  deliveriesError.clear();
+}
+
+$("open-webhooks").addEventListener("click", async () => {
+  $("keys").hidden = true;
+  $("webhooks").hidden = false;
+  $("webhooks-title").focus();
+  await loadEndpoints();
+});
+
+$("webhooks-back").addEventListener("click", async () => {
+  closeWebhooks();
+  $("keys").hidden = false;
+  $("open-webhooks").focus();
+  await loadPage();
+});

@@ -1,0 +1,421 @@
+"""Delivery (CONTRACT.md section 22), by the service itself: a sender thread in each worker
+looks for due tries every WEBHOOK_POLL_SECONDS (at once when its own worker has just
+written an event), and for keys whose expiry is to be announced every WEBHOOK_SCAN_SECONDS.
+
+Exactly one worker sends a try. A sender claims due deliveries with one UPDATE that sets
+its claim (a random token), a lease (WEBHOOK_LEASE_SECONDS, past the 5 s timeout) and the
+count of tries, and commits before it sends. On PostgreSQL the UPDATE takes the rows from
+a SELECT ... FOR UPDATE SKIP LOCKED: concurrent senders pass over each other's rows rather
+than wait. On SQLite the UPDATE runs in a write transaction (BEGIN IMMEDIATE, one writer
+at a time), and a row under lease is not due. The outcome is written only under the same
+claim. A worker killed mid-try leaves its lease to run out; another sender then takes the
+try over, with the same `webhook-id`: at least once, never lost.
+
+A try succeeds on a 2xx answer; anything else (another status, a redirect, no answer in
+5 s, a target no longer public) waits for the next try, after WEBHOOK_RETRY_DELAYS (8 tries
+over 27.5 hours by default), and the delivery has failed when they are spent. An endpoint
+whose tries have failed without a success for 3 days is disabled, and the audit log says
+so (`webhook.disabled`).
+
+Expiry announcements: each key of an organization with an endpoint that takes them, whose
+expires_at is within 7 days (or passed within a day), is announced at the latest notice it
+has reached (7 days before, 1 day before, expired) once: key_announcements' primary key
+lets one transaction, of whichever worker, write it (with its audit event and deliveries).
+
+The thread starts with a worker (gunicorn's post_worker_init) or its first request, never in
+gunicorn's master; it holds its sender weakly and ends with its application or stop().
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import time
+import weakref
+from datetime import datetime, timedelta
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import audit, queries, timestamps, webhook_outbox
+from app.extensions import db
+from app.keys.schemas import dump_key
+from app.models import (
+    ApiKey,
+    KeyAnnouncement,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from app.webhook_outbox import DELIVERED, FAILED, PENDING
+from app.webhooks import signatures, targets
+
+EXTENSION = "webhook_sender"
+log = logging.getLogger(__name__)
+
+DISABLE_AFTER = timedelta(days=3)
+# The notices of an expiry, from the earliest: how long before expires_at each is due.
+NOTICES = (("7d", timedelta(days=7)), ("1d", timedelta(days=1)), ("expired", timedelta(0)))
+# A key that expired longer ago than this when first seen is not announced any more.
+LOOKBACK = timedelta(days=1)
+BATCH = 10
+PRUNE_SECONDS = 3600
+USER_AGENT = "api-keys-service-webhooks"
+
+_DELIVERIES = WebhookDelivery.__table__
+_ENDPOINTS = WebhookEndpoint.__table__
+_EVENTS = WebhookEvent.__table__
+_KEYS = ApiKey.__table__
+_ANNOUNCEMENTS = KeyAnnouncement.__table__
+
+
+def _due(now: datetime, limit: int = BATCH, locked: bool = True) -> Any:
+    """The ids of due tries, oldest due first: pending, not under lease, of an enabled
+    endpoint; rows another transaction has locked are skipped (PostgreSQL; SQLite's SQL
+    leaves FOR UPDATE out, its write lock serializes the claims)."""
+    query = (
+        select(_DELIVERIES.c.id)
+        .join(_ENDPOINTS, _ENDPOINTS.c.id == _DELIVERIES.c.endpoint_id)
+        .where(
+            _DELIVERIES.c.status == PENDING,
+            _DELIVERIES.c.next_attempt <= now,
+            _ENDPOINTS.c.enabled.is_(True),
+            or_(_DELIVERIES.c.lease_until.is_(None), _DELIVERIES.c.lease_until <= now),
+        )
+        .order_by(_DELIVERIES.c.next_attempt, _DELIVERIES.c.id)
+        .limit(limit)
+    )
+    return query.with_for_update(of=_DELIVERIES, skip_locked=True) if locked else query
+
+
+_CLAIMED = (
+    select(
+        _DELIVERIES.c.id,
+        _DELIVERIES.c.public_id,
+        _DELIVERIES.c.tries,
+        _EVENTS.c.payload,
+        _ENDPOINTS.c.id.label("endpoint_id"),
+        _ENDPOINTS.c.public_id.label("endpoint"),
+        _ENDPOINTS.c.organization_id,
+        _ENDPOINTS.c.url,
+        _ENDPOINTS.c.secret,
+        _ENDPOINTS.c.previous_secret,
+        _ENDPOINTS.c.previous_secret_until,
+    )
+    .join(_EVENTS, _EVENTS.c.id == _DELIVERIES.c.event_id)
+    .join(_ENDPOINTS, _ENDPOINTS.c.id == _DELIVERIES.c.endpoint_id)
+)
+
+
+class Sender:
+    """One application's webhook sender in this process, and its thread."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.poll: float = app.config["WEBHOOK_POLL_SECONDS"]
+        self.scan: float = app.config["WEBHOOK_SCAN_SECONDS"]
+        self.delays: tuple[float, ...] = tuple(app.config["WEBHOOK_RETRY_DELAYS"])
+        self.lease = timedelta(seconds=app.config["WEBHOOK_LEASE_SECONDS"])
+        self.allow_private: bool = app.config["WEBHOOK_ALLOW_PRIVATE"]
+        self.enabled: bool = app.config["WEBHOOK_SENDER_ENABLED"]
+        self.retention = timedelta(days=app.config["WEBHOOK_RETENTION_DAYS"])
+        self.forked()
+        _senders.add(self)
+
+    def forked(self) -> None:
+        """A new process's state: no thread (a forked child has none running)."""
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.stopped = threading.Event()
+        self.scanned = 0.0  # time.monotonic() of the last scan; 0: not yet
+        self.pruned = 0.0  # time.monotonic() of the last pruning; 0: not yet
+
+    def ensure_started(self) -> None:
+        """The application's before_request hook: the thread, once per process."""
+        if self.thread is None:
+            self.start()
+
+    def start(self) -> None:
+        with self.lock:
+            if self.thread is not None:
+                return
+            self.thread = threading.Thread(
+                target=_running,
+                args=(weakref.ref(self), self.poll, self.stopped),
+                name="api-keys-webhooks",
+                daemon=True,
+            )
+        self.thread.start()
+
+    def stop(self) -> None:
+        """End the thread (after the try it is sending, if any)."""
+        self.stopped.set()
+        webhook_outbox.written.set()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2 * targets.TIMEOUT)
+        _senders.discard(self)
+
+    def tick(self) -> int:
+        """One round: the expiry announcements when a scan is due, then every due try;
+        how many tries were sent."""
+        if not self.scanned or time.monotonic() - self.scanned >= self.scan:
+            self.announce_expiries()
+            self.scanned = time.monotonic()
+        if not self.pruned or time.monotonic() - self.pruned >= PRUNE_SECONDS:
+            self.prune()
+            self.pruned = time.monotonic()
+        sent = 0
+        while not self.stopped.is_set():
+            count = self.deliver_due()
+            sent += count
+            if count < BATCH:
+                return sent
+        return sent
+
+    def deliver_due(self) -> int:
+        """Claim up to BATCH due tries, send each, write each outcome; how many."""
+        token = secrets.token_hex(12)
+        with self.app.app_context():
+            now = timestamps.utcnow()
+            # A read first: a sender with nothing to send takes no write lock (SQLite has
+            # one writer).
+            if db.session.execute(_due(now, limit=1, locked=False)).first() is None:
+                db.session.commit()
+                return 0
+            claim = (
+                update(_DELIVERIES)
+                .where(_DELIVERIES.c.id.in_(_due(now).scalar_subquery()))
+                .values(claim=token, lease_until=now + self.lease, tries=_DELIVERIES.c.tries + 1)
+                .returning(_DELIVERIES.c.id)
+            )
+            claimed = db.session.execute(claim).all()
+            db.session.commit()
+            if not claimed:
+                return 0
+            mine = _CLAIMED.where(_DELIVERIES.c.claim == token)
+            order = (_DELIVERIES.c.next_attempt, _DELIVERIES.c.id)
+            rows = db.session.execute(mine.order_by(*order)).all()
+            db.session.commit()
+            for row in rows:
+                self.send(row, token)
+        return len(rows)
+
+    def send(self, row: Any, token: str) -> None:
+        """One try of one delivery, and its outcome written under the claim."""
+        body = row.payload.encode()
+        keys = [row.secret]
+        now = timestamps.utcnow()
+        if row.previous_secret is not None and row.previous_secret_until > now:
+            keys.append(row.previous_secret)
+        # The signature's time is the real one (a receiver compares it with its clock).
+        headers = signatures.headers(row.public_id, int(time.time()), body, keys)
+        headers |= {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        status: int | None = None
+        error: str | None = None
+        try:
+            target = targets.check(row.url, self.allow_private)
+            status = targets.post(target, body, headers)
+        except targets.UnsafeTarget as refused:
+            error = f"target refused: {refused}"[:200]
+        except OSError as failure:
+            error = f"no answer: {failure}"[:200] if str(failure) else "no answer"
+        if status is not None and not 200 <= status < 300:
+            error = f"answered {status}"
+        self.finish(row, token, status, error)
+
+    def finish(self, row: Any, token: str, status: int | None, error: str | None) -> None:
+        now = timestamps.utcnow()
+        values: dict[str, Any] = {
+            "last_attempt": now,
+            "last_status": status,
+            "last_error": error,
+            "claim": None,
+            "lease_until": None,
+        }
+        if error is None:
+            values["status"] = DELIVERED
+        elif row.tries > len(self.delays):
+            values["status"] = FAILED
+        else:
+            values["next_attempt"] = now + timedelta(seconds=self.delays[row.tries - 1])
+        mine = (_DELIVERIES.c.id == row.id) & (_DELIVERIES.c.claim == token)
+        endpoint = _ENDPOINTS.c.id == row.endpoint_id
+        with self.app.app_context():
+            db.session.execute(update(_DELIVERIES).where(mine).values(**values))
+            if error is None:
+                db.session.execute(
+                    update(_ENDPOINTS)
+                    .where(endpoint, _ENDPOINTS.c.failing_since.is_not(None))
+                    .values(failing_since=None)
+                )
+            else:
+                db.session.execute(
+                    update(_ENDPOINTS)
+                    .where(endpoint, _ENDPOINTS.c.failing_since.is_(None))
+                    .values(failing_since=now)
+                )
+                disabled = db.session.execute(
+                    update(_ENDPOINTS)
+                    .where(
+                        endpoint,
+                        _ENDPOINTS.c.enabled.is_(True),
+                        _ENDPOINTS.c.failing_since <= now - DISABLE_AFTER,
+                    )
+                    .values(enabled=False, updated=now)
+                )
+                if disabled.rowcount:
+                    audit.record(
+                        "webhook.disabled",
+                        organization_id=row.organization_id,
+                        actor=audit.OPERATOR,
+                        target=row.endpoint,
+                        details={"reason": "Its deliveries failed for 3 days.", "last": error},
+                    )
+            db.session.commit()
+
+    def prune(self) -> int:
+        """Remove what is older than WEBHOOK_RETENTION_DAYS: finished deliveries, the events
+        none is left for, and the announcements of expiries too old to be announced again;
+        how many deliveries. A pending delivery stays, whatever its age."""
+        with self.app.app_context():
+            now = timestamps.utcnow()
+            cutoff = now - self.retention
+            removed = db.session.execute(
+                delete(_DELIVERIES).where(
+                    _DELIVERIES.c.status != PENDING, _DELIVERIES.c.created < cutoff
+                )
+            ).rowcount
+            left = select(_DELIVERIES.c.id).where(_DELIVERIES.c.event_id == _EVENTS.c.id)
+            db.session.execute(delete(_EVENTS).where(_EVENTS.c.created < cutoff, ~left.exists()))
+            db.session.execute(
+                delete(_ANNOUNCEMENTS).where(_ANNOUNCEMENTS.c.expires_at < now - 2 * LOOKBACK)
+            )
+            db.session.commit()
+            return removed
+
+    def announce_expiries(self) -> int:
+        """Announce each expiry notice reached and not yet announced; how many."""
+        with self.app.app_context():
+            now = timestamps.utcnow()
+            listening = {
+                organization
+                for organization, events in db.session.execute(
+                    select(_ENDPOINTS.c.organization_id, _ENDPOINTS.c.events).where(
+                        _ENDPOINTS.c.enabled.is_(True)
+                    )
+                )
+                if "key.expiring" in events or "key.expired" in events
+            }
+            if not listening:
+                return 0
+            candidates = db.session.execute(
+                select(_KEYS.c.organization_id, _KEYS.c.expires_at, *queries.KEY_COLUMNS).where(
+                    _KEYS.c.organization_id.in_(listening),
+                    _KEYS.c.expires_at > now - LOOKBACK,
+                    _KEYS.c.expires_at <= now + NOTICES[0][1],
+                )
+            ).all()
+            db.session.commit()
+            made = 0
+            for organization, expires_at, *row in candidates:
+                notice = next(
+                    name for name, before in reversed(NOTICES) if expires_at - before <= now
+                )
+                made += self._announce(organization, expires_at, notice, queries.key_of_row(row))
+            return made
+
+    def _announce(
+        self, organization: int, expires_at: datetime, notice: str, key: queries.Key
+    ) -> int:
+        """One notice, written once: by this transaction, unless another has already."""
+        dialect = db.session.connection().dialect.name
+        statement = (
+            (postgresql if dialect == "postgresql" else sqlite)
+            .insert(_ANNOUNCEMENTS)
+            .values(
+                identifier=key.identifier,
+                notice=notice,
+                expires_at=expires_at,
+                announced=timestamps.utcnow(),
+            )
+            .on_conflict_do_nothing()
+            .returning(_ANNOUNCEMENTS.c.identifier)
+        )
+        if db.session.execute(statement).first() is None:
+            db.session.rollback()
+            return 0
+        audit.record(
+            "key.expired" if notice == "expired" else "key.expiring",
+            organization_id=organization,
+            actor=audit.OPERATOR,
+            target=key.identifier,
+            details={"expires_at": key.expires_at, "notice": notice},
+            key=dump_key(key),
+        )
+        db.session.commit()
+        return 1
+
+
+def _running(sender_ref: weakref.ref[Sender], poll: float, stopped: threading.Event) -> None:
+    """The thread: a round at once, then one every `poll` seconds or when this process has
+    written an event, until its application is gone or stopped."""
+    while not stopped.is_set():
+        sender = sender_ref()
+        if sender is None:
+            return
+        try:
+            sender.tick()
+        except SQLAlchemyError as error:  # the database away: the next round tries again
+            log.warning(
+                "webhooks: a round failed: %s", type(getattr(error, "orig", None) or error).__name__
+            )
+        except Exception:  # the thread must outlive any one round
+            log.exception("webhooks: a round failed")
+        del sender
+        webhook_outbox.written.wait(poll)
+        webhook_outbox.written.clear()
+
+
+# Every sender of this process, for start_all, stop_all and the fork hook.
+_senders: weakref.WeakSet[Sender] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for sender in list(_senders):
+        sender.forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def init_app(app: Flask) -> None:
+    """A sender for `app`, whose thread its first request or start_all starts (unless
+    WEBHOOK_SENDER_ENABLED is false: then only a caller of its rounds sends)."""
+    sender = app.extensions[EXTENSION] = Sender(app)
+    if sender.enabled:
+        app.before_request(sender.ensure_started)
+
+
+def start_all() -> None:
+    """Every application's sender started: gunicorn's post_worker_init calls it, so that a
+    worker sends whether or not requests come."""
+    for sender in list(_senders):
+        if sender.enabled:
+            sender.start()
+
+
+def stop_all() -> None:
+    """Every application's sender stopped (a test's applications, a worker's exit)."""
+    for sender in list(_senders):
+        sender.stop()
+
+
+def of(app: Flask) -> Sender:
+    """`app`'s sender (tests drive it round by round)."""
+    return app.extensions[EXTENSION]

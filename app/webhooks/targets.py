@@ -1,0 +1,143 @@
+"""Where a webhook may be sent (CONTRACT.md section 22): an `https` URL whose host resolves
+to public addresses only, checked when an endpoint is made or changed and again before
+every try (a name's addresses may change), and the try sent to the address that was
+checked, so that a second resolution cannot swap in another. Redirects are never followed
+(http.client follows none), and a try ends 5 s after it began, whatever the peer does.
+WEBHOOK_ALLOW_PRIVATE=true lifts the address rule and allows `http`: for development and
+tests, whose receivers listen on this machine."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import ipaddress
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+TIMEOUT = 5.0
+MAX_URL_LENGTH = 2048
+DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+class UnsafeTarget(ValueError):
+    """A URL a webhook may not be sent to; its message says why, for the person who gave it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked URL: where to connect (`address`, a checked IP) and what to ask for."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+    address: str
+
+
+def is_public(address: str) -> bool:
+    """Whether an IP address belongs to the public internet: not loopback, private,
+    link-local, shared, reserved, multicast or unspecified; an IPv4-mapped IPv6 address
+    is judged as the IPv4 address it carries."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def parse(url: str, allow_private: bool = False) -> tuple[str, str, int, str]:
+    """The scheme, host, port and path (with its query) of a URL a webhook may go to, before
+    any resolution: UnsafeTarget when it is not one."""
+    if len(url) > MAX_URL_LENGTH:
+        raise UnsafeTarget(f"Must be at most {MAX_URL_LENGTH} characters.")
+    if any(ord(character) <= 32 or ord(character) == 127 for character in url):
+        raise UnsafeTarget("Must not contain white space or control characters.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise UnsafeTarget("Not a valid URL.") from None
+    schemes = ("https", "http") if allow_private else ("https",)
+    if parts.scheme not in schemes:
+        raise UnsafeTarget("Must be an https URL.")
+    if not parts.hostname:
+        raise UnsafeTarget("Must name a host.")
+    if parts.username is not None or parts.password is not None:
+        raise UnsafeTarget("Must not carry a user name or password.")
+    if parts.fragment:
+        raise UnsafeTarget("Must not carry a fragment (#...).")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme], path
+
+
+def check(url: str, allow_private: bool = False) -> Target:
+    """The URL resolved and checked: every address its host resolves to must be public
+    (unless `allow_private`); UnsafeTarget otherwise, or when it does not resolve."""
+    scheme, host, port, path = parse(url, allow_private)
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise UnsafeTarget(f"The host {host} does not resolve to an address.") from None
+    addresses = list(dict.fromkeys(str(entry[4][0]) for entry in found))
+    if not addresses:  # pragma: no cover - getaddrinfo raises rather than find nothing
+        raise UnsafeTarget(f"The host {host} does not resolve to an address.")
+    if not allow_private:
+        for address in addresses:
+            if not is_public(address):
+                raise UnsafeTarget(
+                    f"The host {host} resolves to {address}, which is not a public address."
+                )
+    return Target(scheme, host, port, path, addresses[0])
+
+
+class _Pinned(http.client.HTTPConnection):
+    """A connection to the checked address, whatever the host's name resolves to now."""
+
+    def __init__(self, target: Target, timeout: float) -> None:
+        super().__init__(target.host, target.port, timeout=timeout)
+        self.target = target
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.target.address, self.port), self.timeout)
+
+
+class _PinnedTLS(_Pinned):
+    """The same over TLS, the certificate checked against the host's name."""
+
+    def connect(self) -> None:
+        super().connect()
+        context = ssl.create_default_context()
+        self.sock = context.wrap_socket(self.sock, server_hostname=self.target.host)
+
+
+def _cut(connection: http.client.HTTPConnection) -> None:
+    """End a try at its deadline: a shutdown wakes a read blocked in another thread (a
+    close would not)."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed by its peer
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def post(target: Target, body: bytes, headers: dict[str, str], timeout: float = TIMEOUT) -> int:
+    """POST `body` to the checked target; its status code. The body of the answer is not
+    read (nothing in it matters), and the connection is cut `timeout` seconds after it
+    began, however slowly the peer sends. OSError (http.client's errors included) when
+    there is no answer."""
+    connection = (_PinnedTLS if target.scheme == "https" else _Pinned)(target, timeout)
+    timer = threading.Timer(timeout, _cut, (connection,))
+    timer.daemon = True
+    timer.start()
+    try:
+        connection.request("POST", target.path, body=body, headers=headers)
+        return connection.getresponse().status
+    except OSError:  # refused, reset, timed out, a certificate that does not verify
+        raise
+    except (http.client.HTTPException, AttributeError, ValueError) as error:
+        # Not HTTP, or a connection cut by the deadline mid-read: http.client's errors.
+        raise OSError(type(error).__name__) from None
+    finally:
+        timer.cancel()
+        connection.close()
