@@ -2342,3 +2342,23 @@ def test_a_quota_refused_is_said_at_its_inputs(tab, server, org):
             re.compile(r"Not offered: it holds scopes the key in use lacks: site:read\.$")
         )
     assert read_key(server, org.sdk, identifier(wide["key"]))["quota_remaining"] == 10
+
+
+def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
+    """The page's own reads are uses of the key in use: past its quota, each read refused
+    (429 quota_exceeded) says the API's detail where it was asked."""
+    mine = make_key(
+        server, org.sdk, "Two uses", ["monitor:read"], quota={"requests": 2, "period": "lifetime"}
+    )
+    page = tab.page
+    tab.expect_refusal(429)
+    use_key(page, mine["key"])  # its own read, then the list: both of its uses
+    expect(row(page, "Two uses")).to_contain_text("0 of 2 uses left for its lifetime")
+    said = "This API key has used its quota for the period."
+    expect(cell(page, "Two uses", "Usage")).to_have_text(f"— Usage not read: {said}")
+    page.get_by_role("button", name="Forget key").click()
+    page.get_by_label("API key", exact=True).fill(mine["key"])
+    page.get_by_role("button", name="Use key").click()
+    expect(page.get_by_role("alert").filter(has_text=said)).to_have_text(said)
+    expect(page.get_by_label("API key", exact=True)).to_have_attribute("aria-invalid", "true")
+    assert read_key(server, org.sdk, identifier(mine["key"]))["quota_remaining"] == 0
