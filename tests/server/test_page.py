@@ -2186,6 +2186,11 @@ def test_create_and_edit_set_a_quota_and_the_list_says_what_is_left(tab, server,
     expect(renewed).to_have_attribute("datetime", tomorrow.strftime("%Y-%m-%dT00:00:00.000Z"))
     expect(renewed).to_contain_text(shown_time(tomorrow.isoformat()))
     screenshot(page, screenshots, "usage-quota")
+    page.set_viewport_size(NARROW)
+    view.get_by_role("form", name="Grant uses").scroll_into_view_if_needed()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW["width"]
+    screenshot(page, screenshots, "usage-quota-narrow")
+    page.set_viewport_size(WIDE)
 
     # Grants: more uses in this period, or exactly so many left; what the page cannot send
     # (no number) it says itself.
