@@ -46,6 +46,25 @@ export function showQuota(key, onGrant = () => {}) {
   uses.disabled = Boolean(why);
 }
 
+/** showQuota(key) at once, as the list read it, then as it is now: a key with a quota is
+ * read again (one use of the key in use), since other clients may have spent it since. */
+export async function showQuotaNow(key, onGrant) {
+  showQuota(key, onGrant);
+  if (!key.quota) {
+    return;
+  }
+  let now;
+  try {
+    now = await api("GET", keyPath(key.key));
+  } catch (error) {
+    report(fields, error);
+    return;
+  }
+  if (shown === key) {
+    showQuota(now, onGrant);
+  }
+}
+
 /** Out of the usage view: nothing of the last key's quota stays. */
 export function clearQuota() {
   shown = null;

@@ -8,7 +8,7 @@ import { $, describedBy, element } from "./dom.js";
 import { listedKey, refusals } from "./keys.js";
 import { leftWords } from "./quota.js";
 import { number, usageChart, usageWords } from "./usage-chart.js";
-import { clearQuota, showQuota } from "./usage-quota.js";
+import { clearQuota, showQuotaNow } from "./usage-quota.js";
 
 const view = { key: null, opener: null, unused: [] };
 const usageError = new Fields($("usage-error"));
@@ -130,7 +130,7 @@ export async function openUsage(key, opener, said = "") {
   $("usage-said").textContent = said;
   $("usage-title").textContent = `Usage of ${key.name}`;
   $("usage-shown").textContent = key.key;
-  showQuota(key, (granted) => {
+  showQuotaNow(key, (granted) => {
     view.key = granted;
     $("usage-said").textContent = `Quota: ${leftWords(granted)}.`;
   });
