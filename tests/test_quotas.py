@@ -284,3 +284,18 @@ def test_at_mcp_only_tool_calls_spend_the_quota(client, org):
     answer = rpc(client, key["key"], "tools/call", {"name": "list_keys", "arguments": {}})
     assert_quota_exceeded(answer)
     assert read(client, org, key["key"])["quota_remaining"] == 0
+
+
+def test_a_key_cannot_grant_uses_to_its_own_quota(client, org):
+    metered = key_with(client, org, quota={"requests": 5, "period": "lifetime"})["key"]
+    own = client.post(f"/api/keys/{metered[:15]}/quota", json={"add": 1000}, auth=(metered, ""))
+    assert (own.status_code, own.json["code"]) == (403, "exceeds_caller")
+    assert "quota" in own.json["errors"]
+    successor = rotate(client, org.sdk, metered[:15]).json["key"]
+    taken_over = client.post(
+        f"/api/keys/{successor[:15]}/quota", json={"add": 1}, auth=(successor, "")
+    )
+    assert taken_over.status_code == 403
+    other = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
+    granted = client.post(f"/api/keys/{other[:15]}/quota", json={"add": 1}, auth=(successor, ""))
+    assert (granted.status_code, granted.json["quota_remaining"]) == (200, 2)

@@ -186,3 +186,13 @@ def inherited(held: Held, policy: dict[str, Any]) -> dict[str, Any]:
         for bound in BOUNDS
         if (own := getattr(held, bound.field)) and not bound.within(policy.get(bound.field), own)
     }
+
+
+def require_not_own_quota(caller: Caller, key: Key) -> None:
+    """No key grants uses to the quota it spends itself (its own, or one it took over by a
+    rotation): 403 `exceeds_caller` naming `quota`."""
+    if caller.quota_requests is None:
+        return
+    if (key.quota_counter or key.identifier) == (caller.quota_counter or caller.identifier):
+        message = "A key cannot grant uses to the quota it spends itself."
+        raise ApiError(403, "exceeds_caller", message, {"quota": [message]})

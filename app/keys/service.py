@@ -313,6 +313,7 @@ def grant_quota(caller: Caller, key: Key, data: dict) -> Key:
     """More uses of a key's quota, or exactly so many left (app/quotas), for a caller with
     power over the key; recorded as key.quota."""
     bounds.require_power_over(caller, bounds.judging(caller, key), key)
+    bounds.require_not_own_quota(caller, key)
     before, after = quotas.grant(key, data)
     audit.record(
         "key.quota",

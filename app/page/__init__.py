@@ -5,8 +5,9 @@ step and nothing from another origin. Its script calls the public REST API (/api
 with the key the person pastes, as any client does: every rule stays in the API.
 The scopes, the kinds and their fixed scopes, the audit log's actions, a key's shape (so
 that the page can tell a person that what they pasted is not a whole key before sending it
-anywhere) and the longest grace period of a rotation come from app/scopes.py, app/audit,
-app/keyformat.py and app/keys/schemas.py, written into the HTML when it is served (the page
+anywhere), the longest grace period of a rotation and a quota's periods and largest figure
+come from app/scopes.py, app/audit, app/keyformat.py, app/keys/schemas.py, app/periods.py
+and app/quotas/schemas.py, written into the HTML when it is served (the page
 runs no inline script).
 """
 
@@ -17,6 +18,8 @@ from flask import Blueprint, Response, current_app, render_template, request
 from app import keyformat
 from app.audit import ACTIONS
 from app.keys.schemas import MAX_GRACE_SECONDS
+from app.periods import PERIODS
+from app.quotas.schemas import MAX_QUOTA_REQUESTS
 from app.scopes import FIXED, KINDS, SCOPES, to_names
 
 bp = Blueprint(
@@ -90,6 +93,8 @@ def page() -> Response:
             "shown-suffix": keyformat.SHOWN_SUFFIX,
         },
         max_grace=MAX_GRACE_SECONDS,
+        max_quota=MAX_QUOTA_REQUESTS,
+        periods=PERIODS,
         scopes=SCOPES,
         actions=[(action, ACTION_WORDS.get(action, action)) for action in ACTIONS],
     )

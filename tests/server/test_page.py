@@ -1184,6 +1184,7 @@ POLICY = {
     "enabled": False,
     "allowed_ips": ["10.0.0.0/8", "2001:db8:1234:5678:9abc:def0:1234:5600/120"],
     "rate_limit": {"requests": 1000000, "seconds": 86400},
+    "quota": {"requests": 1000000000, "period": "lifetime"},
     "metadata": {"customer": "c-42", "ticket": "a rather long ticket reference, " * 3},
 }
 
@@ -1371,6 +1372,10 @@ def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, siz
             shown.get_by_role("button", name="Save").click()
             expect(shown.get_by_role("alert")).to_contain_text("Allowed IPs, Metadata")
             check("edit, the API's policy errors")
+            shown.get_by_label("Quota requests", exact=True).fill("0")
+            shown.get_by_role("button", name="Save").click()
+            expect(shown.get_by_role("alert")).to_contain_text("Allowed IPs, Quota, Metadata")
+            check("edit, a quota's error")
         if which == "rotate":
             shown.get_by_label("Grace period (seconds)", exact=True).fill("")
             shown.get_by_role("button", name="Rotate key").click()
@@ -1644,6 +1649,7 @@ def test_the_list_says_disabled_and_limited_and_filters_by_state_and_use(
         org.sdk,
         "Limited",
         rate_limit={"requests": 100, "seconds": 60},
+        quota={"requests": 50000, "period": "month"},
         allowed_ips=["10.0.0.0/8", "2001:db8:1234:5678:9abc:def0:1234:5600/120"],
         metadata={"customer": "c-42", "team": "a team with a rather long name"},
     )
@@ -1659,7 +1665,8 @@ def test_the_list_says_disabled_and_limited_and_filters_by_state_and_use(
     off = row(page, "Switched off")
     expect(off.get_by_text("disabled", exact=True)).to_be_visible()  # words, not colour alone
     expect(row(page, "Limited")).to_contain_text(
-        "limited to 100 per 60 s · from 2 networks · metadata: customer, team"
+        "limited to 100 per 60 s · 50,000 of 50,000 uses left this month · from 2 networks · "
+        "metadata: customer, team"
     )
     expect(row(page, "Limited")).not_to_contain_text("disabled")
     screenshot(page, screenshots, "list-policy")
@@ -2067,6 +2074,10 @@ def test_every_control_is_named_by_its_label_alone(tab, server, org):
     form.get_by_role("button", name="Add metadata").click()
     labelled_alone(form, "Name", "Kind", "Expires", "Enabled", "Allowed IPs", "Requests")
     labelled_alone(form, "Per seconds", "Metadata name", "Metadata value", "monitor:read")
+    labelled_alone(form, "Quota requests", "Quota period")
+    expect(form.get_by_label("Quota period", exact=True).locator("option")).to_have_text(
+        ["Day", "Week", "Month", "Lifetime"]
+    )
     form.get_by_role("button", name="Cancel").click()
 
     row(page, "Nightly backups").get_by_role("button", name="Rotate").click()
@@ -2257,3 +2268,242 @@ def test_webhooks_view_passes_axe_wcag_2_a_and_aa(tab, server, org, size):
         assert found == []
     finally:
         receiver.stop()
+
+
+# --- quotas (contract section 21) ---------------------------------------------------------------
+
+
+def test_create_and_edit_set_a_quota_and_the_list_says_what_is_left(tab, server, org, screenshots):
+    page = tab.page
+    use_key(page, org.sdk)
+    posted, put = sent_bodies(page, "POST"), sent_bodies(page, "PUT")
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    requests = form.get_by_label("Quota requests", exact=True)
+    period = form.get_by_label("Quota period", exact=True)
+    expect(requests).to_have_value("")
+    expect(requests).to_have_accessible_description(
+        re.compile(r"UTC day.*Quota requests empty: no quota, unless the organization's policy")
+    )
+    form.get_by_label("Name", exact=True).fill("Partner trial")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    requests.fill("1000")
+    period.select_option(label="Day")
+    form.locator("#quota-hint").scroll_into_view_if_needed()
+    screenshot(page, screenshots, "create-quota")
+    form.get_by_role("button", name="Create").click()
+    created = dialog(page, "Key created")
+    trial = created.get_by_role("textbox", name="New key").input_value()
+    close_new_key(page)
+    assert posted[-1] == {
+        "name": "Partner trial",
+        "kind": "custom",
+        "scopes": ["monitor:read"],
+        "quota": {"requests": 1000, "period": "day"},
+    }
+    expect(row(page, "Partner trial")).to_contain_text("1,000 of 1,000 uses left today")
+    assert read_key(server, org.sdk, identifier(trial))["quota"] == {
+        "requests": 1000,
+        "period": "day",
+    }
+
+    # What is left after some uses, in the list and in the key's usage view; the same words
+    # for eyes and for screen readers (text, no picture of it).
+    use(server, trial, 3)
+    page.get_by_label("Filter by kind", exact=True).select_option("custom")
+    left = row(page, "Partner trial").locator(".policy")
+    expect(left).to_have_text("997 of 1,000 uses left today")
+    expect(left).not_to_have_attribute("aria-hidden", "true")
+    use(server, trial, 2)  # since the list was read: the usage view reads the key again
+    row(page, "Partner trial").get_by_role("button", name="Usage").click()
+    view = page.get_by_role("region", name="Usage of Partner trial")
+    expect(view.get_by_role("heading", name="Quota", exact=True)).to_be_visible()
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).replace(hour=0, minute=0, second=0)
+    renewed = view.locator("#usage-quota time")
+    expect(view.locator("#usage-quota")).to_have_text(
+        re.compile(r"^995 of 1,000 uses left today \(a quota of 1,000 a day, renewed .+\)\.$")
+    )
+    expect(renewed).to_have_attribute("datetime", tomorrow.strftime("%Y-%m-%dT00:00:00.000Z"))
+    expect(renewed).to_contain_text(shown_time(tomorrow.isoformat()))
+    screenshot(page, screenshots, "usage-quota")
+    page.set_viewport_size(NARROW)
+    view.get_by_role("form", name="Grant uses").scroll_into_view_if_needed()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW["width"]
+    screenshot(page, screenshots, "usage-quota-narrow")
+    page.set_viewport_size(WIDE)
+
+    # Grants: more uses in this period, or exactly so many left; what the page cannot send
+    # (no number) it says itself.
+    grant = view.get_by_label("Uses to grant", exact=True)
+    expect(grant).to_have_accessible_description(re.compile(r"^For the current period only"))
+    tab.expect_refusal(422)
+    sent = len(posted)
+    view.get_by_role("button", name="Add uses").click()
+    expect(grant).to_have_accessible_description(
+        re.compile(r"^Uses to grant: Give a whole number of uses\.")
+    )
+    expect(view.get_by_role("form", name="Grant uses").get_by_role("alert")).to_have_text(
+        "The request is not valid: Uses to grant."
+    )
+    expect(grant).to_be_focused()
+    assert len(posted) == sent  # the page's own refusal: nothing sent
+    grant.fill("0")
+    view.get_by_role("button", name="Add uses").click()
+    expect(grant).to_have_accessible_description(re.compile(r"^Uses to grant: Must be"))
+    grant.fill("5")
+    view.get_by_role("button", name="Add uses").click()
+    expect(view.locator("#usage-quota")).to_have_text(
+        re.compile(r"^1,000 of 1,000 uses left today")
+    )
+    expect(view.get_by_role("status")).to_have_text("Quota: 1,000 of 1,000 uses left today.")
+    expect(grant).not_to_have_attribute("aria-invalid", "true")
+    assert posted[-1] == {"add": 5}
+    grant.fill("10")
+    view.get_by_role("button", name="Set uses left").click()
+    expect(view.locator("#usage-quota")).to_have_text(re.compile(r"^10 of 1,000 uses left today"))
+    assert posted[-1] == {"set_remaining": 10}
+    assert read_key(server, org.sdk, identifier(trial))["quota_remaining"] == 10
+    page.get_by_role("button", name="Back to keys").click()
+    expect(row(page, "Partner trial")).to_contain_text("10 of 1,000 uses left today")
+    use(server, trial, 3)
+    page.get_by_label("Filter by kind", exact=True).select_option("")
+    expect(row(page, "Partner trial")).to_contain_text("7 of 1,000 uses left today")
+
+    # Edit shows the quota, changes its period, then removes it; only what changed is sent.
+    row(page, "Partner trial").get_by_role("button", name="Edit").click()
+    edit = dialog(page, "Edit key")
+    expect(edit.get_by_label("Quota requests", exact=True)).to_have_value("1000")
+    expect(edit.get_by_label("Quota period", exact=True)).to_have_value("day")
+    edit.get_by_label("Quota period", exact=True).select_option(label="Week")
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert put[-1] == {"quota": {"requests": 1000, "period": "week"}}
+    # Changing the quota keeps what the key used in the period.
+    expect(row(page, "Partner trial")).to_contain_text("7 of 1,000 uses left this week")
+    row(page, "Partner trial").get_by_role("button", name="Edit").click()
+    edit.get_by_label("Name", exact=True).fill("Partner")
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert put[-1] == {"name": "Partner"}  # the quota unchanged: not sent
+    row(page, "Partner").get_by_role("button", name="Edit").click()
+    edit.get_by_label("Quota requests", exact=True).fill("")
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert put[-1] == {"quota": None}
+    expect(row(page, "Partner")).not_to_contain_text("uses left")
+    stored = read_key(server, org.sdk, identifier(trial))
+    assert (stored["quota"], stored["quota_remaining"]) == (None, None)
+    row(page, "Partner").get_by_role("button", name="Usage").click()
+    expect(page.locator("#usage-quota")).to_have_text("This key has no quota.")
+
+
+def test_a_quota_refused_is_said_at_its_inputs(tab, server, org):
+    """A quota beyond the key in use's (403 exceeds_caller naming quota) and one the API
+    finds invalid (422): said in the form's words, the Quota inputs marked."""
+    mine = make_key(
+        server,
+        org.sdk,
+        "Metered",
+        ["monitor:read"],
+        quota={"requests": 50, "period": "month"},
+    )
+    page = tab.page
+    use_key(page, mine["key"])
+    tab.expect_refusal(403, 422)
+    posted = sent_bodies(page, "POST")
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    requests = form.get_by_label("Quota requests", exact=True)
+    period = form.get_by_label("Quota period", exact=True)
+    expect(requests).to_have_accessible_description(
+        re.compile(
+            r"The key in use has a quota of 50 a month: a quota given must have the same "
+            r"period \(Month\) and at most 50 requests; empty gives the new key the same"
+        )
+    )
+    form.get_by_label("Name", exact=True).fill("More than mine")
+    form.get_by_role("checkbox", name="monitor:read", exact=True).check()
+    requests.fill("80")
+    period.select_option(label="Month")
+    form.get_by_role("button", name="Create").click()
+    summary = form.get_by_role("alert")
+    said = (
+        "The calling key has a quota of 50 uses per month: a key it makes or changes must "
+        "have a quota of the same period, with no more uses."
+    )
+    expect(summary).to_have_text(said)
+    for control in (requests, period):
+        expect(control).to_have_attribute("aria-invalid", "true")
+        expect(control).to_have_accessible_description(re.compile(f"^{re.escape(said)} "))
+    expect(form.get_by_text(said)).to_have_count(1)
+
+    requests.fill("0")
+    form.get_by_role("button", name="Create").click()
+    expect(summary).to_have_text("The request is not valid: Quota.")
+    expect(requests).to_have_attribute("aria-invalid", "true")
+    expect(requests).to_have_accessible_description(re.compile(r"^Quota requests: Must be"))
+    expect(period).not_to_have_attribute("aria-invalid", "true")
+    expect(requests).to_be_focused()
+    assert "Item " not in form.inner_text()
+
+    # Empty: the new key takes the key in use's quota.
+    requests.fill("")
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    assert "quota" not in posted[-1]
+    expect(row(page, "More than mine")).to_contain_text("50 of 50 uses left this month")
+    # Removing the quota of a key made by the key in use: refused, said the same way.
+    row(page, "More than mine").get_by_role("button", name="Edit").click()
+    edit = dialog(page, "Edit key")
+    expect(edit.get_by_label("Quota requests", exact=True)).to_have_accessible_description(
+        re.compile(r"and at most 50 requests, and empty is refused\.")
+    )
+    edit.get_by_label("Quota requests", exact=True).fill("")
+    edit.get_by_role("button", name="Save").click()
+    expect(edit.get_by_role("alert")).to_have_text(said)
+    expect(edit.get_by_label("Quota requests", exact=True)).to_have_attribute(
+        "aria-invalid", "true"
+    )
+    edit.get_by_role("button", name="Cancel").click()
+
+    # A grant needs power over the key, as Edit does: offered disabled, saying why.
+    wide = make_key(
+        server,
+        org.sdk,
+        "Wider",
+        ["monitor:read", "site:read"],
+        quota={"requests": 10, "period": "lifetime"},
+    )
+    page.get_by_label("Filter by kind", exact=True).select_option("custom")
+    row(page, "Wider").get_by_role("button", name="Usage").click()
+    view = page.get_by_role("region", name="Usage of Wider")
+    expect(view.locator("#usage-quota")).to_have_text(
+        "10 of 10 uses left for its lifetime (a quota of 10 for its lifetime, never renewed)."
+    )
+    for name in ("Add uses", "Set uses left"):
+        button = view.get_by_role("button", name=name)
+        expect(button).to_be_disabled()
+        expect(button).to_have_accessible_description(
+            re.compile(r"Not offered: it holds scopes the key in use lacks: site:read\.$")
+        )
+    assert read_key(server, org.sdk, identifier(wide["key"]))["quota_remaining"] == 10
+
+
+def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
+    """The page's own reads are uses of the key in use: past its quota, each read refused
+    (429 quota_exceeded) says the API's detail where it was asked."""
+    mine = make_key(
+        server, org.sdk, "Two uses", ["monitor:read"], quota={"requests": 2, "period": "lifetime"}
+    )
+    page = tab.page
+    tab.expect_refusal(429)
+    use_key(page, mine["key"])  # its own read, then the list: both of its uses
+    expect(row(page, "Two uses")).to_contain_text("0 of 2 uses left for its lifetime")
+    said = "This API key has used its quota for the period."
+    expect(cell(page, "Two uses", "Usage")).to_have_text(f"— Usage not read: {said}")
+    page.get_by_role("button", name="Forget key").click()
+    page.get_by_label("API key", exact=True).fill(mine["key"])
+    page.get_by_role("button", name="Use key").click()
+    expect(page.get_by_role("alert").filter(has_text=said)).to_have_text(said)
+    expect(page.get_by_label("API key", exact=True)).to_have_attribute("aria-invalid", "true")
+    assert read_key(server, org.sdk, identifier(mine["key"]))["quota_remaining"] == 0

@@ -8,6 +8,7 @@ import { listedKey, loadPage, refresh } from "./keys.js";
 import { adopt, readKeyInUse, signOut } from "./signin.js";
 import { showCreated } from "./new-key.js";
 import { fillPolicy, policyFields, policyOf, unchanged } from "./policy.js";
+import { quotaWords } from "./quota.js";
 import { lacking, session, storeKey } from "./session.js";
 
 /** When the key in use expires, as people read it; null: never. */
@@ -51,6 +52,24 @@ function ipRule(creating) {
   return creating
     ? `${where}: empty means the same; any address given must lie inside them.`
     : `${where}: any address given must lie inside them, and empty is refused.`;
+}
+
+/** What the quota inputs may hold, by the key in use's own quota (contract section 21). */
+function quotaRule(creating) {
+  const own = session.self.quota;
+  if (!own) {
+    return creating
+      ? "Quota requests empty: no quota, unless the organization's policy gives new keys one."
+      : "Quota requests empty: no quota.";
+  }
+  const period = [...$("key-quota-period").options].find((o) => o.value === own.period).text;
+  const where =
+    `The key in use has a quota of ${quotaWords(own)}: a quota given must have the same ` +
+    `period (${period}) and at most ${own.requests.toLocaleString()} requests`;
+  return creating
+    ? `${where}; empty gives the new key the same (or the organization's default quota, ` +
+        "if its policy sets one within it)."
+    : `${where}, and empty is refused.`;
 }
 
 function scopeBoxes(checked) {
@@ -124,7 +143,7 @@ $("new-key").addEventListener("click", (event) => {
       : "Empty: the key never expires.",
     !ends,
   );
-  fillPolicy(null, { ips: ipRule(true), enabled: "" });
+  fillPolicy(null, { ips: ipRule(true), quota: quotaRule(true), enabled: "" });
   form.submit.textContent = "Create";
   form.fields.clear();
   showDialog(form.dialog, event.currentTarget);
@@ -155,6 +174,7 @@ export function openEdit(key, opener, unchecked = [], saved = null) {
   );
   fillPolicy(key, {
     ips: ipRule(false),
+    quota: quotaRule(false),
     enabled:
       key.key === session.self.key
         ? "This is the key you are using: disabled, it can do nothing more on this page."
@@ -185,6 +205,9 @@ function created(kind) {
   }
   if (policy.rate_limit) {
     body.rate_limit = policy.rate_limit;
+  }
+  if (policy.quota) {
+    body.quota = policy.quota;
   }
   if (Object.keys(policy.metadata).length) {
     body.metadata = policy.metadata;

@@ -4,6 +4,7 @@
 import { API, api } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, element, sortedEntries, timeOf } from "./dom.js";
+import { leftWords } from "./quota.js";
 import { lacking, session } from "./session.js";
 import { countWords, forgetReads, readUsage, usageChart } from "./usage-chart.js";
 
@@ -41,11 +42,15 @@ export function refusals(key) {
   return {};
 }
 
-/** A key's policy in a few words: "limited to 100 per 60 s · from 2 networks"; "" for none. */
+/** A key's policy in a few words: "limited to 100 per 60 s · 37 of 100 uses left today · from
+ * 2 networks"; "" for none. */
 function policyWords(key) {
   const words = [];
   if (key.rate_limit) {
     words.push(`limited to ${key.rate_limit.requests} per ${key.rate_limit.seconds} s`);
+  }
+  if (key.quota) {
+    words.push(leftWords(key));
   }
   const ips = key.allowed_ips;
   if (ips.length) {

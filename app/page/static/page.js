@@ -9,9 +9,12 @@
 //   keys.js         the list of keys, each with its last 30 days charted
 //   usage-chart.js  a key's usage: read a few at a time, drawn as SVG
 //   usage.js        a key's usage: its days, its scopes by use, what is unused
+//   usage-quota.js  a key's quota in its usage view: what is left, and grants
+//   quota.js        a quota in words: "100 a day", "37 of 100 uses left today"
 //   key-dialogs.js  create, edit, rotate, delete
 //   narrow.js       Narrow scopes: from a key's usage to Edit, and back
-//   policy.js       a key's policy in create and edit: enabled, addresses, limit, metadata
+//   policy.js       a key's policy in create and edit: enabled, addresses, limit, quota,
+//                   metadata
 //   audit.js        the audit log
 //   webhooks.js     the webhook endpoints and their recent deliveries, with a retry
 //   new-key.js      a new key, shown once

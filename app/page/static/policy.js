@@ -1,5 +1,6 @@
-// A key's policy in the create and edit form (contract section 15): Enabled, Allowed IPs (one
-// per line), a rate limit of Requests per seconds, and metadata rows of a name and a value.
+// A key's policy in the create and edit form (contract sections 15 and 21): Enabled, Allowed
+// IPs (one per line), a rate limit of Requests per seconds, a quota of Quota requests per
+// Quota period, and metadata rows of a name and a value.
 // Read into the API's fields; the API's refusals of them put back beside the line, input or
 // row they concern, in the form's own terms.
 
@@ -10,6 +11,8 @@ const enabled = $("key-enabled");
 const ips = $("key-allowed-ips");
 const requests = $("key-requests");
 const seconds = $("key-seconds");
+const quotaRequests = $("key-quota-requests");
+const quotaPeriod = $("key-quota-period");
 const rows = $("metadata-rows");
 
 // The line of Allowed IPs each sent entry came from (blank lines are not sent).
@@ -69,12 +72,15 @@ export function fillPolicy(key, rules) {
   ips.value = key ? key.allowed_ips.join("\n") : "";
   requests.value = key && key.rate_limit ? key.rate_limit.requests : "";
   seconds.value = key && key.rate_limit ? key.rate_limit.seconds : "";
+  quotaRequests.value = key && key.quota ? key.quota.requests : "";
+  quotaPeriod.value = key && key.quota ? key.quota.period : quotaPeriod.options[0].value;
   rows.replaceChildren();
   for (const [name, value] of sortedEntries(key ? key.metadata : {})) {
     addRow(name, value);
   }
   $("key-allowed-ips-hint").querySelector(".rule").textContent = rules.ips;
   $("key-enabled-hint").querySelector(".rule").textContent = rules.enabled;
+  $("quota-hint").querySelector(".rule").textContent = rules.quota;
 }
 
 /** The policy as the inputs say it, in the API's fields; what an input cannot hand over (a
@@ -106,6 +112,12 @@ export function policyOf() {
   } else if (requests.value !== "") {
     rateLimit = { requests: Number(requests.value), seconds: Number(seconds.value) };
   }
+  let quota = null;
+  if (quotaRequests.validity.badInput) {
+    errors.quota = ["Item requests: Give a whole number."];
+  } else if (quotaRequests.value !== "") {
+    quota = { requests: Number(quotaRequests.value), period: quotaPeriod.value };
+  }
   const metadata = {};
   const twice = new Set();
   for (const row of metadataRows()) {
@@ -124,16 +136,24 @@ export function policyOf() {
   if (Object.keys(errors).length) {
     throw Refusal.invalid(errors);
   }
-  return { enabled: enabled.checked, allowed_ips: entries, rate_limit: rateLimit, metadata };
+  return {
+    enabled: enabled.checked,
+    allowed_ips: entries,
+    rate_limit: rateLimit,
+    quota,
+    metadata,
+  };
 }
 
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-/** Whether the policy field `name` holds `wanted` already (metadata in any order). */
+/** Whether the policy field `name` holds `wanted` already (an object's members in any
+ * order: the API's JSON sorts them, the page writes them as the form reads). */
 export function unchanged(key, name, wanted) {
-  return name === "metadata"
-    ? same(sortedEntries(key.metadata), sortedEntries(wanted))
-    : same(key[name], wanted);
+  const held = key[name];
+  return held && wanted && typeof wanted === "object" && !Array.isArray(wanted)
+    ? same(sortedEntries(held), sortedEntries(wanted))
+    : same(held, wanted);
 }
 
 /** The API's message "Item <row name>: Item key|value: ..." split: [name, "key"|"value", rest];
@@ -184,6 +204,26 @@ export const policyFields = {
             .replace(/^Item requests: /, "Requests: ")
             .replace(/^Item seconds: /, "Per seconds: ")
             .replace(/^(?!Requests: |Per seconds: )/, "Rate limit: "),
+        )
+        .join(" "),
+  },
+  quota: {
+    label: "Quota",
+    message: $("quota-error"),
+    inputs: (messages = []) => {
+      const named = [
+        [quotaRequests, "Item requests: "],
+        [quotaPeriod, "Item period: "],
+      ].filter(([, head]) => messages.some((message) => message.startsWith(head)));
+      return named.length ? named.map(([input]) => input) : [quotaRequests, quotaPeriod];
+    },
+    words: (messages) =>
+      messages
+        .map((message) =>
+          message
+            .replace(/^Item requests: /, "Quota requests: ")
+            .replace(/^Item period: /, "Quota period: ")
+            .replace(/^(?!Quota requests: |Quota period: )/, "Quota: "),
         )
         .join(" "),
   },

@@ -6,7 +6,9 @@ import { api, keyPath } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, describedBy, element } from "./dom.js";
 import { listedKey, refusals } from "./keys.js";
+import { leftWords } from "./quota.js";
 import { number, usageChart, usageWords } from "./usage-chart.js";
+import { clearQuota, showQuotaNow } from "./usage-quota.js";
 
 const view = { key: null, opener: null, unused: [] };
 const usageError = new Fields($("usage-error"));
@@ -112,6 +114,7 @@ export function closeUsage() {
   view.key = null;
   view.unused = [];
   $("usage-said").textContent = "";
+  clearQuota();
   for (const id of ["usage-plot", "usage-dates", "usage-totals", "usage-scope-rows"]) {
     $(id).replaceChildren();
   }
@@ -127,6 +130,10 @@ export async function openUsage(key, opener, said = "") {
   $("usage-said").textContent = said;
   $("usage-title").textContent = `Usage of ${key.name}`;
   $("usage-shown").textContent = key.key;
+  showQuotaNow(key, (granted) => {
+    view.key = granted;
+    $("usage-said").textContent = `Quota: ${leftWords(granted)}.`;
+  });
   $("usage-window").textContent = "";
   offerNarrowing(key, []);
   $("narrow-scopes").disabled = true; // until the usage is read
