@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 DAY, WEEK, MONTH, LIFETIME = "day", "week", "month", "lifetime"
 PERIODS = (DAY, WEEK, MONTH, LIFETIME)
+# The end a lifetime never reaches, where a moment is needed (a notice's, app/webhooks).
+NEVER = datetime(9999, 12, 31)
 # A lifetime's counter is kept this long (about a hundred years).
 LIFETIME_SECONDS = 100 * 365 * 86_400
 

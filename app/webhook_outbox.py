@@ -30,6 +30,7 @@ EVENT_TYPES = (
     "key.deleted",
     "key.revoked",
     "key.quota",
+    "key.quota_exhausted",
     "key.expiring",
     "key.expired",
 )

@@ -403,6 +403,7 @@ def test_the_sender_thread_delivers_without_help(make_app, database_url, org, re
         SQLALCHEMY_DATABASE_URI=database_url,
         WEBHOOK_ALLOW_PRIVATE=True,
         WEBHOOK_POLL_SECONDS=0.05,
+        WEBHOOK_SENDER_ENABLED=True,  # make_app's apps run none unless asked
     )
     client = served.test_client()
     endpoint = make_endpoint(client, org.sdk, receiver.url)  # its first request starts it
@@ -454,7 +455,9 @@ def test_an_answer_that_is_not_http_fails_the_try(app, client, org):
 
 
 def test_start_all_starts_the_senders_that_may_run(make_app, database_url, org):
-    running = make_app(SQLALCHEMY_DATABASE_URI=database_url, WEBHOOK_POLL_SECONDS=0.05)
+    running = make_app(
+        SQLALCHEMY_DATABASE_URI=database_url, WEBHOOK_POLL_SECONDS=0.05, WEBHOOK_SENDER_ENABLED=True
+    )
     idle = make_app(SQLALCHEMY_DATABASE_URI=database_url, WEBHOOK_SENDER_ENABLED=False)
     sender.start_all()
     assert sender.of(running).thread.is_alive()
@@ -483,3 +486,31 @@ def test_finished_deliveries_are_kept_for_the_retention_then_removed(
     assert [d["status"] for d in left] == ["pending", "pending"]
     assert sql("SELECT count(*) FROM webhook_events")[0][0] == 2
     assert sql("SELECT count(*) FROM key_announcements")[0][0] == 0  # expired long ago
+
+
+def test_a_used_up_quota_is_announced_once_a_period(
+    app, client, org, receiver, make_app, database_url
+):
+    """key.quota_exhausted (CONTRACT.md section 22): whichever worker's scan finds a quota
+    with nothing left announces it once for its period; a grant and a new use-up in the same
+    period is not announced again. The audit log has it too."""
+    endpoint = make_endpoint(client, org.sdk, receiver.url, events=["key.quota_exhausted"])
+    quota = {"requests": 1, "period": "day"}
+    key = new_key(client, org, kind="custom", scopes=["monitor:read"], quota=quota)["key"]
+    other = sender.of(make_app(SQLALCHEMY_DATABASE_URI=database_url, WEBHOOK_ALLOW_PRIVATE=True))
+    assert sender.of(app).announce_quotas() == 0  # one use left
+    assert client.get("/api/forward-auth", auth=(key, "")).status_code == 204
+    assert [sender.of(app).announce_quotas(), other.announce_quotas()] == [1, 0]
+    grant = f"/api/keys/{identifier_of(key)}/quota"
+    assert client.post(grant, json={"add": 1}, auth=(org.sdk, "")).status_code == 200
+    client.get("/api/forward-auth", auth=(key, ""))
+    assert sender.of(app).announce_quotas() == 0
+    send(app)
+    (payload,) = payloads(endpoint["secret"], receiver.wait_for(1))
+    assert payload["type"] == "key.quota_exhausted"
+    assert (payload["data"]["key"]["quota"], payload["data"]["key"]["quota_remaining"]) == (
+        quota,
+        0,
+    )
+    events = client.get("/api/audit?action=key.quota_exhausted", auth=(org.sdk, "")).json
+    assert [event["details"] for event in events["data"]] == [{"quota": quota}]

@@ -18,6 +18,7 @@ ALL_EVENTS = [
     "key.deleted",
     "key.revoked",
     "key.quota",
+    "key.quota_exhausted",
     "key.expiring",
     "key.expired",
 ]

@@ -28,6 +28,8 @@ KEY_ACTIONS = (
     "key.deleted",
     "key.revoked",
     "key.quota",
+    # A quota used up in its period, announced once (app/webhooks/sender.py).
+    "key.quota_exhausted",
     # Announced before and at a key's expires_at, for organizations with webhooks that
     # take them (app/webhooks/sender.py).
     "key.expiring",

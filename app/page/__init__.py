@@ -58,6 +58,7 @@ ACTION_WORDS = {
     "key.deleted": "Deleted",
     "key.revoked": "Revoked as leaked",
     "key.quota": "Quota granted",
+    "key.quota_exhausted": "Quota used up",
     "key.expiring": "Expiring soon",
     "key.expired": "Expired",
     "webhook.created": "Webhook created",

@@ -42,7 +42,7 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import audit, queries, timestamps, webhook_outbox
+from app import audit, periods, queries, timestamps, webhook_outbox
 from app.extensions import db
 from app.keys.schemas import dump_key
 from app.models import (
@@ -52,6 +52,7 @@ from app.models import (
     WebhookEndpoint,
     WebhookEvent,
 )
+from app.quotas import service as quotas
 from app.webhook_outbox import DELIVERED, FAILED, PENDING
 from app.webhooks import signatures, targets
 
@@ -63,6 +64,8 @@ DISABLE_AFTER = timedelta(days=3)
 NOTICES = (("7d", timedelta(days=7)), ("1d", timedelta(days=1)), ("expired", timedelta(0)))
 # A key that expired longer ago than this when first seen is not announced any more.
 LOOKBACK = timedelta(days=1)
+# A quota used up, announced for the end of its period (a lifetime's: periods.NEVER).
+QUOTA_NOTICE = "quota"
 BATCH = 10
 PRUNE_SECONDS = 3600
 USER_AGENT = "api-keys-service-webhooks"
@@ -166,6 +169,7 @@ class Sender:
         how many tries were sent."""
         if not self.scanned or time.monotonic() - self.scanned >= self.scan:
             self.announce_expiries()
+            self.announce_quotas()
             self.scanned = time.monotonic()
         if not self.pruned or time.monotonic() - self.pruned >= PRUNE_SECONDS:
             self.prune()
@@ -303,15 +307,7 @@ class Sender:
         """Announce each expiry notice reached and not yet announced; how many."""
         with self.app.app_context():
             now = timestamps.utcnow()
-            listening = {
-                organization
-                for organization, events in db.session.execute(
-                    select(_ENDPOINTS.c.organization_id, _ENDPOINTS.c.events).where(
-                        _ENDPOINTS.c.enabled.is_(True)
-                    )
-                )
-                if "key.expiring" in events or "key.expired" in events
-            }
+            listening = self._listening("key.expiring", "key.expired")
             if not listening:
                 return 0
             candidates = db.session.execute(
@@ -330,10 +326,45 @@ class Sender:
                 made += self._announce(organization, expires_at, notice, queries.key_of_row(row))
             return made
 
+    def announce_quotas(self) -> int:
+        """Announce each quota used up in its period and not yet announced (key.quota_exhausted,
+        once a period, whichever worker finds it); how many."""
+        with self.app.app_context():
+            listening = self._listening("key.quota_exhausted")
+            if not listening:
+                return 0
+            candidates = db.session.execute(
+                select(_KEYS.c.organization_id, *queries.KEY_COLUMNS).where(
+                    _KEYS.c.organization_id.in_(listening), _KEYS.c.quota_requests.is_not(None)
+                )
+            ).all()
+            db.session.commit()
+            made = 0
+            for organization, *row in candidates:
+                key = queries.key_of_row(row)
+                if quotas.remaining(key) == 0:
+                    period = periods.window(key.quota_period, timestamps.utcnow())
+                    made += self._announce(
+                        organization, period.end or periods.NEVER, QUOTA_NOTICE, key
+                    )
+            return made
+
+    def _listening(self, *events: str) -> set[int]:
+        """The organizations with an enabled endpoint that takes one of `events`."""
+        query = select(_ENDPOINTS.c.organization_id, _ENDPOINTS.c.events).where(
+            _ENDPOINTS.c.enabled.is_(True)
+        )
+        return {
+            organization
+            for organization, taken in db.session.execute(query)
+            if any(event in taken for event in events)
+        }
+
     def _announce(
         self, organization: int, expires_at: datetime, notice: str, key: queries.Key
     ) -> int:
-        """One notice, written once: by this transaction, unless another has already."""
+        """One notice, written once: by this transaction, unless another has already (a
+        quota's notice: for the end of its period, so once a period)."""
         dialect = db.session.connection().dialect.name
         statement = (
             (postgresql if dialect == "postgresql" else sqlite)
@@ -350,12 +381,18 @@ class Sender:
         if db.session.execute(statement).first() is None:
             db.session.rollback()
             return 0
+        if notice == QUOTA_NOTICE:
+            action, details = "key.quota_exhausted", {"quota": key.quota}
+        else:
+            action = "key.expired" if notice == "expired" else "key.expiring"
+            details = {"expires_at": key.expires_at, "notice": notice}
         audit.record(
-            "key.expired" if notice == "expired" else "key.expiring",
+            action,
             organization_id=organization,
             actor=audit.OPERATOR,
             target=key.identifier,
-            details={"expires_at": key.expires_at, "notice": notice},
+            details=details,
+            target_key=key,
             key=dump_key(key),
         )
         db.session.commit()
