@@ -46,6 +46,27 @@ PROBES = 64
 NEVER_USED = bytes(16)
 
 
+class _FileLock:
+    """This process's threads take turns, then the processes of the host (fcntl's lock,
+    which the kernel drops with a process that dies)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.threads = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.threads.acquire()
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            self.threads.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        self.threads.release()
+
+
 class HostCounts(Storage):
     """The counts of every worker of this host, in one memory-mapped file: each operation
     holds the file's lock (fcntl, owned by the process, so a forked child never shares its
@@ -58,8 +79,8 @@ class HostCounts(Storage):
         super().__init__(uri)
         path = uri.split("://", 1)[1]
         self.path = Path(path)
-        self.thread_lock = threading.Lock()
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.locked = _FileLock(self.fd)
         size = HEADER.size + SLOTS * SLOT.size
         fcntl.lockf(self.fd, fcntl.LOCK_EX)
         try:
@@ -83,70 +104,54 @@ class HostCounts(Storage):
 
     def incr(self, key: str, expiry: float, amount: int = 1) -> int:
         digest = _digest(key)
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                now = time.time()
-                offset = self._slot(digest, now)
-                held, ends, count = SLOT.unpack_from(self.map, offset)
-                if held != digest or ends <= now:  # a new window
-                    ends, count = now + expiry, 0
-                count += amount
-                SLOT.pack_into(self.map, offset, digest, ends, count)
-                return count
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            now = time.time()
+            offset = self._slot(digest, now)
+            held, ends, count = SLOT.unpack_from(self.map, offset)
+            if held != digest or ends <= now:  # a new window
+                ends, count = now + expiry, 0
+            count += amount
+            SLOT.pack_into(self.map, offset, digest, ends, count)
+            return count
 
     def spend(self, counters: Sequence[Counter]) -> Spent:
         """One use of every counter, or of none: see spend()."""
         digests = [_digest(counter.key) for counter in counters]
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                now = time.time()
-                slots = []
-                for digest, counter in zip(digests, counters, strict=True):
-                    offset = self._slot(digest, now)
-                    held, ends, count = SLOT.unpack_from(self.map, offset)
-                    if held != digest or ends <= now:  # a new window
-                        ends, count = now + counter.expiry, 0
-                    slots.append((offset, ends, count))
-                refused = _refused(counters, [count for _, _, count in slots])
-                if refused is None:
-                    for digest, (offset, ends, count) in zip(digests, slots, strict=True):
-                        SLOT.pack_into(self.map, offset, digest, ends, count + 1)
-                    slots = [(offset, ends, count + 1) for offset, ends, count in slots]
-                return Spent(refused, [count for _, _, count in slots], [e for _, e, _ in slots])
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            now = time.time()
+            slots = []
+            for digest, counter in zip(digests, counters, strict=True):
+                offset = self._slot(digest, now)
+                held, ends, count = SLOT.unpack_from(self.map, offset)
+                if held != digest or ends <= now:  # a new window
+                    ends, count = now + counter.expiry, 0
+                slots.append((offset, ends, count))
+            refused = _refused(counters, [count for _, _, count in slots])
+            if refused is None:
+                for digest, (offset, ends, count) in zip(digests, slots, strict=True):
+                    SLOT.pack_into(self.map, offset, digest, ends, count + 1)
+                slots = [(offset, ends, count + 1) for offset, ends, count in slots]
+            return Spent(refused, [count for _, _, count in slots], [e for _, e, _ in slots])
 
     def set(self, key: str, expiry: float, count: int) -> None:
         """The key's count made `count`, in its current window (or a new one)."""
         digest = _digest(key)
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                now = time.time()
-                offset = self._slot(digest, now)
-                held, ends, _ = SLOT.unpack_from(self.map, offset)
-                if held != digest or ends <= now:
-                    ends = now + expiry
-                SLOT.pack_into(self.map, offset, digest, ends, count)
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            now = time.time()
+            offset = self._slot(digest, now)
+            held, ends, _ = SLOT.unpack_from(self.map, offset)
+            if held != digest or ends <= now:
+                ends = now + expiry
+            SLOT.pack_into(self.map, offset, digest, ends, count)
 
     def give_back(self, key: str) -> None:
         """One count taken back, within the key's current window only."""
         digest = _digest(key)
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                offset = self._slot(digest, time.time())
-                held, ends, count = SLOT.unpack_from(self.map, offset)
-                if held == digest and ends > time.time() and count > 0:
-                    SLOT.pack_into(self.map, offset, digest, ends, count - 1)
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            offset = self._slot(digest, time.time())
+            held, ends, count = SLOT.unpack_from(self.map, offset)
+            if held == digest and ends > time.time() and count > 0:
+                SLOT.pack_into(self.map, offset, digest, ends, count - 1)
 
     def get(self, key: str) -> int:
         return self._read(key)[1]
@@ -158,24 +163,16 @@ class HostCounts(Storage):
         return True
 
     def reset(self) -> int:
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                self.map[HEADER.size :] = bytes(len(self.map) - HEADER.size)
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            self.map[HEADER.size :] = bytes(len(self.map) - HEADER.size)
         return 0
 
     def clear(self, key: str) -> None:
         digest = _digest(key)
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                offset = self._slot(digest, time.time())
-                if self.map[offset : offset + 16] == digest:
-                    SLOT.pack_into(self.map, offset, digest, 0.0, 0)
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            offset = self._slot(digest, time.time())
+            if self.map[offset : offset + 16] == digest:
+                SLOT.pack_into(self.map, offset, digest, 0.0, 0)
 
     def close(self) -> None:
         self.map.close()
@@ -184,14 +181,10 @@ class HostCounts(Storage):
     def _read(self, key: str) -> tuple[float, int]:
         """The end of the key's window and its count; (now, 0) when it has none."""
         digest = _digest(key)
-        with self.thread_lock:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX)
-            try:
-                now = time.time()
-                offset = self._slot(digest, now)
-                held, ends, count = SLOT.unpack_from(self.map, offset)
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        with self.locked:
+            now = time.time()
+            offset = self._slot(digest, now)
+            held, ends, count = SLOT.unpack_from(self.map, offset)
         if held != digest or ends <= now:
             return now, 0
         return ends, count
