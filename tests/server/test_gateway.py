@@ -35,7 +35,7 @@ import pytest
 from app import keyformat
 from app.scopes import SCOPES
 from tests.processes import PROJECT
-from tests.server.conftest import Server, free_port
+from tests.server.conftest import START_TIMEOUT, Server, free_port
 from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import printed_keys, sdk_key
 
@@ -205,7 +205,7 @@ def start_gateway(gateway_name) -> Iterator[Callable[[int, int], int]]:
                 command, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output
             )
         started.append((process, folder))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_TIMEOUT
         while not answers(port):
             printed = "".join(path.read_text() for path in folder.glob("*.txt"))
             assert process.poll() is None, printed

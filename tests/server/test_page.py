@@ -25,8 +25,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from flask import Flask
 
+from app import create_app, reads
+from app.extensions import db
 from app.keyformat import new_key
+from app.keys import service
 from tests.processes import PROJECT
 from tests.server.conftest import Server, launch, stop
 
@@ -95,11 +99,24 @@ class Org:
     telemetry: str
 
 
+@pytest.fixture(scope="module")
+def operator(server) -> Iterator[Flask]:
+    """The service on the server's database in this process, for what the operator does
+    with `flask org create` (tests/test_cli.py runs the command): a process per test cost
+    the module a third of its time."""
+    app = create_app({"SQLALCHEMY_DATABASE_URI": server.database})
+    yield app
+    reads.release()
+    with app.app_context():
+        db.engine.dispose()
+
+
 @pytest.fixture
-def org(server, request) -> Org:
+def org(operator, request) -> Org:
     name = re.sub(r"\W", "-", request.node.name)[:60]
-    made = server.flask("org", "create", name, "--json")
-    keys = {key["kind"]: key["key"] for key in json.loads(made.stdout)["keys"]}
+    with operator.app_context():
+        _, made = service.create_organization(name)
+    keys = {key.kind: full_key for key, full_key in made}
     return Org(name, keys["sdk_integration"], keys["telemetry"])
 
 
