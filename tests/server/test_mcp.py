@@ -369,6 +369,9 @@ INSPECTOR_DIR = Path(__file__).parent / "mcp_inspector"  # its pinned package.js
 INSPECTOR = INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
 DOC = PROJECT / "docs" / "mcp.md"
 PACKAGE = "@modelcontextprotocol/inspector"
+# The commands the suite writes (not the docs' own, run as written) wait for the connection
+# as long as for any request: the Inspector's 15 s failed on a loaded machine.
+CONNECT_TIMEOUT = ["--connect-timeout", str(int(REQUEST_TIMEOUT * 1000))]
 needs_inspector = pytest.mark.skipif(
     shutil.which("node") is None or not INSPECTOR.exists(),
     reason="no MCP Inspector: npm ci --ignore-scripts --prefix tests/server/mcp_inspector",
@@ -418,7 +421,8 @@ def inspect(env: dict[str, str], tool: str, **arguments) -> CallToolResult:
     connection = connection[2 : connection.index("--method")]  # after `npx <package>`
     pairs = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in arguments.items()]
     command = [str(INSPECTOR), *(string.Template(part).substitute(env) for part in connection)]
-    command += ["--method", "tools/call", "--tool-name", tool, "--tool-arg", *pairs]
+    command += [*CONNECT_TIMEOUT, "--method", "tools/call", "--tool-name", tool]
+    command += ["--tool-arg", *pairs]
     return CallToolResult.model_validate(printed(run(command, env, check=False)))
 
 
@@ -448,7 +452,8 @@ def test_the_docs_inspector_commands_and_host_configuration_work_as_written(serv
     config = tmp_path / "mcp.json"
     config.write_text(block.replace(entry["url"], env["MCP_URL"]).replace(placeholder, sdk))
     command = [str(INSPECTOR), "--cli", "--config", str(config), "--server", name]
-    command += ["--method", "tools/call", "--tool-name", "get_key", "--tool-arg", "key=ak_unknown"]
+    command += [*CONNECT_TIMEOUT, "--method", "tools/call", "--tool-name", "get_key"]
+    command += ["--tool-arg", "key=ak_unknown"]
     # ... and the refusal docs/mcp.md shows is the one the service answers.
     shown = json.loads(fenced("json", '"isError": true'))
     assert printed(run(command, env, check=False)) == shown
