@@ -440,6 +440,10 @@ def test_the_docs_inspector_commands_and_host_configuration_work_as_written(serv
     pinned = json.loads((INSPECTOR_DIR / "package.json").read_text())["dependencies"][PACKAGE]
     listing, call = doc_commands()
     assert listing.startswith(f"npx {PACKAGE}@{pinned} ")  # the version the suite runs
+    # Every worker loads the SDK first: the docs' commands run as written, with the
+    # Inspector's 15 s to connect, which a worker's first /mcp can take on a loaded machine.
+    warm = in_parallel(4 * WORKERS, lambda: post(server, sdk, TOOLS_LIST))
+    assert {status for status, _, _ in warm} == {200}
     assert [tool["name"] for tool in as_written(listing, env)["tools"]] == list(TOOLS)
     page = as_written(call, env)["structuredContent"]
     assert page == server.request("GET", "/api/keys?page_size=5&kind=custom", sdk).json()

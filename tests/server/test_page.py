@@ -38,6 +38,10 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is a dev dependency: make install"
 )
 Page, expect = sync_api.Page, sync_api.expect
+# How long an action or an expectation waits for the page: a bound that tells a page that
+# never gets there from a slow one, not a target (Playwright's 5 s failed on a loaded machine).
+WAIT_MS = 15_000
+expect.set_options(timeout=WAIT_MS)
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 pytestmark = pytest.mark.skipif(
@@ -158,7 +162,7 @@ def tab(browser, server) -> Iterator[Tab]:
     context = browser.new_context(viewport=WIDE, timezone_id=ZONE, locale="en-GB", base_url=origin)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
     page = context.new_page()
-    page.set_default_timeout(5000)
+    page.set_default_timeout(WAIT_MS)
     tab = Tab(page, origin)
 
     def on_request(request) -> None:
