@@ -30,8 +30,13 @@ dev: install
 	$(BIN)/flask --app app first-start
 	$(BIN)/flask --app app run --debug --host $(HOST) --port $(PORT)
 
+# The suite in TEST_PROCESSES processes, a module to each (pyproject.toml's --dist loadfile):
+# its tests mostly wait on servers and browsers, so more processes than cores pay
+# (docs/contributing.md has the timings). TEST_PROCESSES=0 runs it in this one process.
+TEST_PROCESSES ?= 6
+
 test: install
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_PROCESSES)
 
 # The README's pictures of the page, retaken by its browser tests (needs Chromium).
 screenshots: install

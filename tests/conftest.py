@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,39 @@ def pytest_report_header(config) -> str:
     if ON_POSTGRESQL:
         return "database: PostgreSQL from TEST_DATABASE_URL (databases of the run's own)"
     return "database: SQLite (PostgreSQL tests skipped: TEST_DATABASE_URL is not set)"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter) -> Iterator[None]:
+    """One line just before pytest's last (after its short summary): how many tests ran, on
+    which database, and why any was skipped (a program missing on this machine, a service
+    not configured), so that whoever ran the suite knows what it proved."""
+    yield
+    if terminalreporter.config.option.collectonly:
+        return
+    stats = terminalreporter.stats
+    counts = {
+        outcome: len([r for r in stats.get(outcome, []) if getattr(r, "when", "") != "teardown"])
+        for outcome in ("passed", "failed", "xfailed", "xpassed")
+    }
+    counts["errors"] = len(stats.get("error", []))
+    reasons: Counter[str] = Counter()
+    for report in stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    ran = counts["passed"] + counts["failed"] + counts["xfailed"] + counts["xpassed"]
+    shown = ", ".join(
+        f"{count} {outcome}"
+        for outcome, count in counts.items()
+        if count or outcome in ("passed", "failed")
+    )
+    line = f"{ran} tests ran on {'PostgreSQL' if ON_POSTGRESQL else 'SQLite'} ({shown}); "
+    if reasons:
+        why = "; ".join(f"{count}: {reason}" for reason, count in reasons.most_common())
+        line += f"{reasons.total()} skipped ({why})"
+    else:
+        line += "none skipped"
+    terminalreporter.write_line(line)
 
 
 # The webhook sender's thread runs where a test asks for it (app_config); elsewhere tests

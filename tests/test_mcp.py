@@ -160,7 +160,7 @@ def test_an_sdk_key_as_basic_credentials_is_401(client, org):
         ("ak_shortandwrong", True),
         ("", False),
     ],
-    ids=["unknown", "malformed", "empty"],
+    ids=["unknown", "malformed", "empty"],  # the same in every process of a parallel run
 )
 def test_an_unknown_or_malformed_bearer_key_is_401(client, org, presented, token):
     response = client.post(

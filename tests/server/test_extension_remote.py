@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -17,15 +18,22 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from app.extensions import db
 from app.keyformat import identifier_of
 from examples import monitors
-from tests.server.conftest import free_port
+from tests.server.conftest import Server, free_port, launch, stop
 from tests.server.test_gunicorn import sdk_key
 
 CACHE_SECONDS = 1.0
 
 
-@pytest.fixture
-def service(start_server):
-    return start_server(workers=2)
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Server]:
+    """One server for the module's tests: each makes keys and organizations of its own, and
+    none comes near the service's limits."""
+    server = launch(tmp_path_factory.mktemp("remote") / "server", workers=2)
+    try:
+        server.wait_until_ready(2)
+        yield server
+    finally:
+        stop(server)
 
 
 @pytest.fixture

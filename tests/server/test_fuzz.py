@@ -29,6 +29,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.server.conftest import REQUEST_TIMEOUT
 from tests.server.test_gunicorn import sdk_key
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
@@ -109,7 +110,7 @@ def fuzz_operations(
             @SETTINGS
             @given(case=operation.as_strategy(generation_mode=mode))
             def run(case):
-                case.call_and_validate(headers=headers, checks=CHECKS)
+                case.call_and_validate(headers=headers, checks=CHECKS, timeout=REQUEST_TIMEOUT)
 
             run()
 
@@ -121,7 +122,7 @@ def workflow(api, headers: dict[str, str]):
 
     class Workflow(api.as_state_machine()):
         def get_call_kwargs(self, case):
-            return {"headers": headers}
+            return {"headers": headers, "timeout": REQUEST_TIMEOUT}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
             case.validate_response(response, checks=CHECKS, headers=headers)

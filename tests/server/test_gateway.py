@@ -39,7 +39,7 @@ from app import keyformat
 from app.scopes import SCOPES
 from tests.contract import METADATA_BYTES, metadata_of
 from tests.processes import PROJECT
-from tests.server.conftest import Server, free_port
+from tests.server.conftest import START_TIMEOUT, Server, free_port
 from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import printed_keys, sdk_key
 from tests.test_masking import leaked
@@ -220,7 +220,7 @@ class Gateways:
                 command, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output
             )
         self.started[port] = (process, folder)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_TIMEOUT
         while not answers(port):
             printed = "".join(path.read_text() for path in folder.glob("*.txt"))
             assert process.poll() is None, printed

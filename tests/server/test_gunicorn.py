@@ -20,7 +20,7 @@ import pytest
 
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 from tests.processes import BIN, PROJECT, run, service_env
-from tests.server.conftest import READY, free_port
+from tests.server.conftest import READY, START_TIMEOUT, free_port
 
 WORKERS = 3
 
@@ -177,7 +177,7 @@ def test_a_first_start_that_fails_stops_gunicorn_with_its_message(tmp_path):
     blocked.write_text("")
     env = service_env(DATABASE_URL=f"sqlite:///{blocked}/keys.sqlite3")  # a folder in a file
     gunicorn = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{free_port()}", "wsgi:app"]
-    completed = run(gunicorn, env, check=False)
+    completed = run(gunicorn, env, check=False, timeout=START_TIMEOUT)
     assert completed.returncode != 0
     assert READY not in completed.stderr
     assert "a-file" in completed.stderr

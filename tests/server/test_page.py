@@ -25,8 +25,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from flask import Flask
 
+from app import create_app, reads
+from app.extensions import db
 from app.keyformat import new_key
+from app.keys import service
 from tests.processes import PROJECT
 from tests.server.conftest import Server, launch, stop
 
@@ -34,6 +38,10 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is a dev dependency: make install"
 )
 Page, expect = sync_api.Page, sync_api.expect
+# How long an action or an expectation waits for the page: a bound that tells a page that
+# never gets there from a slow one, not a target (Playwright's 5 s failed on a loaded machine).
+WAIT_MS = 15_000
+expect.set_options(timeout=WAIT_MS)
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 pytestmark = pytest.mark.skipif(
@@ -100,11 +108,24 @@ class Org:
     telemetry: str
 
 
+@pytest.fixture(scope="module")
+def operator(server) -> Iterator[Flask]:
+    """The service on the server's database in this process, for what the operator does
+    with `flask org create` (tests/test_cli.py runs the command): a process per test cost
+    the module a third of its time."""
+    app = create_app({"SQLALCHEMY_DATABASE_URI": server.database})
+    yield app
+    reads.release()
+    with app.app_context():
+        db.engine.dispose()
+
+
 @pytest.fixture
-def org(server, request) -> Org:
+def org(operator, request) -> Org:
     name = re.sub(r"\W", "-", request.node.name)[:60]
-    made = server.flask("org", "create", name, "--json")
-    keys = {key["kind"]: key["key"] for key in json.loads(made.stdout)["keys"]}
+    with operator.app_context():
+        _, made = service.create_organization(name)
+    keys = {key.kind: full_key for key, full_key in made}
     return Org(name, keys["sdk_integration"], keys["telemetry"])
 
 
@@ -146,7 +167,7 @@ def tab(browser, server) -> Iterator[Tab]:
     context = browser.new_context(viewport=WIDE, timezone_id=ZONE, locale="en-GB", base_url=origin)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
     page = context.new_page()
-    page.set_default_timeout(5000)
+    page.set_default_timeout(WAIT_MS)
     tab = Tab(page, origin)
 
     def on_request(request) -> None:
