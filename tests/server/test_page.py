@@ -30,7 +30,7 @@ from flask import Flask
 from app import create_app, reads
 from app.extensions import db
 from app.keyformat import new_key
-from app.keys import service
+from app.keys.operator import create_organization
 from tests.processes import PROJECT
 from tests.server.conftest import Server, launch, stop
 
@@ -124,7 +124,7 @@ def operator(server) -> Iterator[Flask]:
 def org(operator, request) -> Org:
     name = re.sub(r"\W", "-", request.node.name)[:60]
     with operator.app_context():
-        _, made = service.create_organization(name)
+        _, made = create_organization(name)
     keys = {key.kind: full_key for key, full_key in made}
     return Org(name, keys["sdk_integration"], keys["telemetry"])
 
