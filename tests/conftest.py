@@ -211,7 +211,9 @@ def no_usage_thread_outlives_its_test() -> Iterator[None]:
     engine since disposed (a connection nobody closes: a ResourceWarning in a later test)."""
     yield
     usage_counter.stop_all()
-    sender.stop_all()
+    for sent in sender.stop_all():  # its thread's connections, which nobody else closes
+        with sent.app_context():
+            db.engine.dispose()
 
 
 @pytest.fixture(autouse=True)

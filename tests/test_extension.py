@@ -13,6 +13,7 @@ from flask import Flask
 from app.extension import ApiKeys, require_scopes
 from app.extensions import db
 from app.keyformat import identifier_of, new_key
+from app.webhooks import sender
 from examples import monitors
 from tests.processes import PROJECT
 
@@ -30,6 +31,7 @@ def make_host(database_url, app_config):
         return hosts[-1]
 
     yield make
+    sender.stop_all()  # no webhook round later, through the engine disposed below
     for host in hosts:
         with host.app_context():
             db.engine.dispose()

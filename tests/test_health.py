@@ -67,6 +67,10 @@ def test_healthz_is_503_when_the_tables_are_gone(app_on, new_database):
     engine = create_engine(url)
     with engine.begin() as connection:
         for table in (
+            "webhook_deliveries",
+            "webhook_events",
+            "webhook_endpoints",
+            "key_announcements",
             "audit_events",
             "key_counts",
             "key_metadata",

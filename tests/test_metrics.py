@@ -16,6 +16,7 @@ from app import create_app, reads
 from app.extension import ApiKeys, require_scopes
 from app.extensions import db
 from app.keyformat import identifier_of, new_key
+from app.webhooks import sender
 from tests.processes import run, service_env
 
 LOCAL = {"REMOTE_ADDR": "127.0.0.1"}
@@ -263,6 +264,7 @@ def make_host(database_url):
         return host
 
     yield make
+    sender.stop_all()  # no webhook round later, through the engine disposed below
     reads.release()  # this thread's connection, which dispose leaves open
     for host in hosts:
         with host.app_context():

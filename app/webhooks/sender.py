@@ -447,10 +447,15 @@ def start_all() -> None:
             sender.start()
 
 
-def stop_all() -> None:
-    """Every application's sender stopped (a test's applications, a worker's exit)."""
+def stop_all() -> list[Flask]:
+    """Every application's sender stopped (a test's applications, a worker's exit); the
+    applications whose sender thread had run."""
+    ran = []
     for sender in list(_senders):
+        if sender.thread is not None:
+            ran.append(sender.app)
         sender.stop()
+    return ran
 
 
 def of(app: Flask) -> Sender:
