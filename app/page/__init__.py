@@ -64,7 +64,7 @@ ACTION_WORDS = {
     "webhook.created": "Webhook created",
     "webhook.updated": "Webhook updated",
     "webhook.deleted": "Webhook deleted",
-    "webhook.new_secret": "Webhook secret renewed",
+    "webhook.new_secret": "Webhook secret renewed",  # nosec B105: an action in words
     "webhook.disabled": "Webhook disabled after failing",
 }
 
