@@ -246,6 +246,11 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario(
             "forward_auth_unobserved", "unobserved", FORWARD_AUTH, "auth.lua", reader, expect=204
         ),
+        # A key with a rate limit and a quota of its own, never spent (bench/seed.py).
+        Scenario("get_metered", "service", get, "auth.lua", small.metered),
+        Scenario(
+            "forward_auth_metered", "service", FORWARD_AUTH, "auth.lua", small.metered, expect=204
+        ),
         Scenario("introspect", "service", "/api/introspect", "post.lua", reader, body=checked),
         Scenario("unauthenticated_401", "service", get, expect=401),
         Scenario("mcp_get_key", "mcp", "/mcp", "mcp.lua", reader, body=mcp_get),
