@@ -17,10 +17,8 @@ over 27.5 hours by default), and the delivery has failed when they are spent. An
 whose tries have failed without a success for 3 days is disabled, and the audit log says
 so (`webhook.disabled`).
 
-Expiry announcements: each key of an organization with an endpoint that takes them, whose
-expires_at is within 7 days (or passed within a day), is announced at the latest notice it
-has reached (7 days before, 1 day before, expired) once: key_announcements' primary key
-lets one transaction, of whichever worker, write it (with its audit event and deliveries).
+Each scan announces what is due (app/webhooks/announcements.py): expiries and quotas used
+up, each once, whichever worker finds it.
 
 The thread starts with a worker (gunicorn's post_worker_init) or its first request, never in
 gunicorn's master; it holds its sender weakly and ends with its application or stop().
@@ -39,42 +37,31 @@ from typing import Any
 
 from flask import Flask
 from sqlalchemy import delete, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import audit, periods, queries, timestamps, webhook_outbox
+from app import audit, timestamps, webhook_outbox
 from app.extensions import db
-from app.keys.schemas import dump_key
 from app.models import (
-    ApiKey,
     KeyAnnouncement,
     WebhookDelivery,
     WebhookEndpoint,
     WebhookEvent,
 )
-from app.quotas import service as quotas
 from app.webhook_outbox import DELIVERED, FAILED, PENDING
-from app.webhooks import signatures, targets
+from app.webhooks import announcements, signatures, targets
 
 EXTENSION = "webhook_sender"
 log = logging.getLogger(__name__)
 
 DISABLE_AFTER = timedelta(days=3)
-# The notices of an expiry, from the earliest: how long before expires_at each is due.
-NOTICES = (("7d", timedelta(days=7)), ("1d", timedelta(days=1)), ("expired", timedelta(0)))
-# A key that expired longer ago than this when first seen is not announced any more.
-LOOKBACK = timedelta(days=1)
-# A quota used up, announced for the end of its period (a lifetime's: periods.NEVER).
-QUOTA_NOTICE = "quota"
 BATCH = 10
 PRUNE_SECONDS = 3600
 USER_AGENT = "api-keys-service-webhooks"
 
 _DELIVERIES = WebhookDelivery.__table__
+_ANNOUNCEMENTS = KeyAnnouncement.__table__
 _ENDPOINTS = WebhookEndpoint.__table__
 _EVENTS = WebhookEvent.__table__
-_KEYS = ApiKey.__table__
-_ANNOUNCEMENTS = KeyAnnouncement.__table__
 
 
 def _due(now: datetime, limit: int = BATCH, locked: bool = True) -> Any:
@@ -298,105 +285,20 @@ class Sender:
             left = select(_DELIVERIES.c.id).where(_DELIVERIES.c.event_id == _EVENTS.c.id)
             db.session.execute(delete(_EVENTS).where(_EVENTS.c.created < cutoff, ~left.exists()))
             db.session.execute(
-                delete(_ANNOUNCEMENTS).where(_ANNOUNCEMENTS.c.expires_at < now - 2 * LOOKBACK)
+                delete(_ANNOUNCEMENTS).where(
+                    _ANNOUNCEMENTS.c.expires_at < now - 2 * announcements.LOOKBACK
+                )
             )
             db.session.commit()
             return removed
 
     def announce_expiries(self) -> int:
-        """Announce each expiry notice reached and not yet announced; how many."""
-        with self.app.app_context():
-            now = timestamps.utcnow()
-            listening = self._listening("key.expiring", "key.expired")
-            if not listening:
-                return 0
-            candidates = db.session.execute(
-                select(_KEYS.c.organization_id, _KEYS.c.expires_at, *queries.KEY_COLUMNS).where(
-                    _KEYS.c.organization_id.in_(listening),
-                    _KEYS.c.expires_at > now - LOOKBACK,
-                    _KEYS.c.expires_at <= now + NOTICES[0][1],
-                )
-            ).all()
-            db.session.commit()
-            made = 0
-            for organization, expires_at, *row in candidates:
-                notice = next(
-                    name for name, before in reversed(NOTICES) if expires_at - before <= now
-                )
-                made += self._announce(organization, expires_at, notice, queries.key_of_row(row))
-            return made
+        """Each expiry notice reached and not yet announced (announcements.py); how many."""
+        return announcements.expiries(self.app)
 
     def announce_quotas(self) -> int:
-        """Announce each quota used up in its period and not yet announced (key.quota_exhausted,
-        once a period, whichever worker finds it); how many."""
-        with self.app.app_context():
-            listening = self._listening("key.quota_exhausted")
-            if not listening:
-                return 0
-            candidates = db.session.execute(
-                select(_KEYS.c.organization_id, *queries.KEY_COLUMNS).where(
-                    _KEYS.c.organization_id.in_(listening), _KEYS.c.quota_requests.is_not(None)
-                )
-            ).all()
-            db.session.commit()
-            made = 0
-            for organization, *row in candidates:
-                key = queries.key_of_row(row)
-                if quotas.remaining(key) == 0:
-                    period = periods.window(key.quota_period, timestamps.utcnow())
-                    made += self._announce(
-                        organization, period.end or periods.NEVER, QUOTA_NOTICE, key
-                    )
-            return made
-
-    def _listening(self, *events: str) -> set[int]:
-        """The organizations with an enabled endpoint that takes one of `events`."""
-        query = select(_ENDPOINTS.c.organization_id, _ENDPOINTS.c.events).where(
-            _ENDPOINTS.c.enabled.is_(True)
-        )
-        return {
-            organization
-            for organization, taken in db.session.execute(query)
-            if any(event in taken for event in events)
-        }
-
-    def _announce(
-        self, organization: int, expires_at: datetime, notice: str, key: queries.Key
-    ) -> int:
-        """One notice, written once: by this transaction, unless another has already (a
-        quota's notice: for the end of its period, so once a period)."""
-        dialect = db.session.connection().dialect.name
-        statement = (
-            (postgresql if dialect == "postgresql" else sqlite)
-            .insert(_ANNOUNCEMENTS)
-            .values(
-                identifier=key.identifier,
-                notice=notice,
-                expires_at=expires_at,
-                announced=timestamps.utcnow(),
-            )
-            .on_conflict_do_nothing()
-            .returning(_ANNOUNCEMENTS.c.identifier)
-        )
-        if db.session.execute(statement).first() is None:
-            db.session.rollback()
-            return 0
-        if notice == QUOTA_NOTICE:
-            action, details = "key.quota_exhausted", {"quota": key.quota}
-        else:
-            action = "key.expired" if notice == "expired" else "key.expiring"
-            details = {"expires_at": key.expires_at, "notice": notice}
-        audit.record(
-            action,
-            organization_id=organization,
-            actor=audit.OPERATOR,
-            target=key.identifier,
-            details=details,
-            target_key=key,
-            key=dump_key(key),
-        )
-        db.session.commit()
-        return 1
+        """Each quota used up and not yet announced this period (announcements.py)."""
+        return announcements.quotas_used_up(self.app)
 
 
 def _running(sender_ref: weakref.ref[Sender], poll: float, stopped: threading.Event) -> None:
