@@ -13,7 +13,7 @@ lookups, the audit log) go through db.session.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -35,7 +35,7 @@ from sqlalchemy import (
 
 from app.credentials import NO_METADATA, Caller
 from app.extensions import db
-from app.models import ApiKey, AuditEvent, KeyCount, KeyMetadata, Organization
+from app.models import ApiKey, KeyCount, KeyMetadata, Organization
 from app.reads import Read
 from app.timestamps import as_shown, utcnow
 
@@ -354,14 +354,14 @@ def keys_page(
         lifetime_days,
     )
     in_order = _KEY.where(where).order_by(*_ORDER)
-    return _counted(_KEYS, where, in_order, page, page_size, _key_rows)
+    return counted(_KEYS, where, in_order, page, page_size, _key_rows)
 
 
 def _key_rows(query: Select) -> list[Key]:
     return [_key(row) for row in db.session.execute(query)]
 
 
-def _counted(
+def counted(
     table: Any,
     where: ColumnElement[bool],
     in_order: Select,
@@ -398,44 +398,3 @@ def has_organization() -> bool:
     """True once any organization exists; reads a real table, so that the health check
     does not call a database without its schema healthy."""
     return db.session.scalar(select(Organization.id).limit(1)) is not None
-
-
-def events_page(
-    organization_id: int,
-    page: int,
-    page_size: int,
-    target: str | None = None,
-    action: str | None = None,
-    since: datetime | None = None,
-) -> Page[AuditEvent]:
-    """A page of the organization's audit events, newest first."""
-    where = _events(organization_id, since, target, action)
-    in_order = select(AuditEvent).where(where).order_by(AuditEvent.id.desc())
-    return _counted(AuditEvent, where, in_order, page, page_size, _event_rows)
-
-
-def _event_rows(query: Select) -> list[AuditEvent]:
-    return list(db.session.scalars(query))
-
-
-def events_since(organization_id: int, since: datetime | None) -> Iterator[AuditEvent]:
-    """The organization's audit events, oldest first, 500 rows at a time."""
-    query = select(AuditEvent).where(_events(organization_id, since)).order_by(AuditEvent.id)
-    yield from db.session.scalars(query.execution_options(yield_per=500))
-
-
-def _events(
-    organization_id: int,
-    since: datetime | None,
-    target: str | None = None,
-    action: str | None = None,
-) -> ColumnElement[bool]:
-    """The organization's events of `target`, of `action`, from `since` on (each when given)."""
-    criteria = [AuditEvent.organization_id == organization_id]
-    if target is not None:
-        criteria.append(AuditEvent.target == target)
-    if action is not None:
-        criteria.append(AuditEvent.action == action)
-    if since is not None:
-        criteria.append(AuditEvent.at >= since)
-    return and_(*criteria)

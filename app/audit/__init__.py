@@ -12,6 +12,7 @@ from flask import has_request_context
 from sqlalchemy import insert
 
 from app import addresses, keyformat, metrics, queries, webhook_outbox
+from app.audit import events
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -106,13 +107,13 @@ def record(
 
 def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[AuditEvent]:
     """The caller's organization's events, newest first (`filters`: target, action, since,
-    as queries.events_page takes them); only a key that holds every scope may read them
+    as events.events_page takes them); only a key that holds every scope may read them
     (the log names every key and who changed it)."""
     if caller.scope_bits != ALL:
         raise ApiError(
             403, "forbidden", "Only a key that holds every scope may read the audit log."
         )
-    return queries.events_page(caller.organization_id, page, page_size, **filters)
+    return events.events_page(caller.organization_id, page, page_size, **filters)
 
 
 def exported(organization_name: str, since: datetime | None = None) -> Iterator[AuditEvent]:
@@ -121,4 +122,4 @@ def exported(organization_name: str, since: datetime | None = None) -> Iterator[
     organization_id = queries.organization_id(organization_name)
     if organization_id is None:
         raise LookupError(f'no organization is named "{organization_name}"')
-    return queries.events_since(organization_id, since)
+    return events.events_since(organization_id, since)
