@@ -32,6 +32,7 @@ import pytest
 from app import keyformat
 from tests.contract import KEY_FIELDS
 from tests.processes import BIN, PROJECT, service_env
+from tests.server.conftest import START_TIMEOUT
 from tests.server.test_gunicorn import sdk_key
 from tests.test_revoke import LEAKED
 
@@ -226,7 +227,9 @@ def test_the_shell_blocks_of_a_page_run_as_written(page, start_server, tmp_path)
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        # A bound for a hang: a page's blocks run a dozen `flask` commands, each loading the
+        # application, which takes seconds each on a loaded machine.
+        timeout=3 * START_TIMEOUT,
         check=False,
     )
     assert done.returncode == 0, f"{done.stderr}\n{done.stdout}"
