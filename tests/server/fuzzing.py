@@ -1,4 +1,7 @@
-"""Fuzzing a real gunicorn with schemathesis, from the document it serves at /openapi.json.
+"""Fuzzing a real gunicorn with schemathesis, from the document it serves at /openapi.json:
+what the three fuzzing modules share (`test_fuzz_with_a_key.py`, `test_fuzz_without_a_key.py`,
+`test_fuzz_sequences.py`), each with a server of its own, so that the suite's processes run
+them side by side.
 
 Every operation gets valid and invalid requests, with a managing key, without one, and
 with a key of one scope; then create/get/update/delete run in sequences that follow links
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 
 import pytest
 import schemathesis
@@ -30,7 +32,6 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.server.conftest import REQUEST_TIMEOUT
-from tests.server.test_gunicorn import sdk_key
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
 CHECKS = [
@@ -145,20 +146,3 @@ def assert_consistent(server, key: str) -> None:
         got = server.request("GET", f"/api/keys/{shown['key']}", key)
         assert got.status == 200, got.body
         assert got.json()["key"] == shown["key"]
-
-
-def test_every_operation_with_and_without_a_key(server, api):
-    started = time.monotonic()
-    key = sdk_key(server)
-    fuzz_operations(api, basic(key))
-    fuzz_operations(api, {})
-    # A key with one scope: creates and updates meet 403 scope_exceeds_caller.
-    narrow = server.request(
-        "POST", "/api/keys", key, {"name": "narrow", "kind": "custom", "scopes": ["site:read"]}
-    )
-    assert narrow.status == 201, narrow.body
-    fuzz_operations(api, basic(narrow.json()["key"]), modes=[GenerationMode.POSITIVE])
-    fuzz_operations(api, bearer(key), paths={"/mcp"})  # the MCP server takes Bearer keys only
-    workflow(api, basic(key)).run(settings=WORKFLOW_SETTINGS)
-    assert_consistent(server, key)
-    print(f"fuzzing took {time.monotonic() - started:.1f} s")

@@ -1,0 +1,20 @@
+"""Sequences of create, get, update and delete that follow the links from a create response
+to the new key, fuzzed (tests/server/fuzzing.py says what each answer must be)."""
+
+from __future__ import annotations
+
+from tests.server.fuzzing import (  # noqa: F401
+    WORKFLOW_SETTINGS,
+    api,
+    assert_consistent,
+    basic,
+    server,
+    workflow,
+)
+from tests.server.test_gunicorn import sdk_key
+
+
+def test_sequences_that_follow_the_links_from_a_created_key(server, api):  # noqa: F811
+    key = sdk_key(server)
+    workflow(api, basic(key)).run(settings=WORKFLOW_SETTINGS)
+    assert_consistent(server, key)
