@@ -1327,11 +1327,14 @@ AXE = PROJECT / "tests/server/axe/node_modules/axe-core/axe.min.js"
 WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
 
-@pytest.mark.skipif(
+NEEDS_AXE = pytest.mark.skipif(
     not AXE.exists(),
     reason="axe-core is not installed: npm ci --ignore-scripts --prefix tests/server/axe "
     "(.ci/run does)",
 )
+
+
+@NEEDS_AXE
 @pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, {"width": 390, "height": 844}])
 def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, size):
     """axe-core (pinned in tests/server/axe) injected into each view, its dialogs and their
@@ -2259,6 +2262,7 @@ def test_webhooks_are_offered_only_to_an_sdk_integration_key(tab, server, org):
     expect(page.get_by_text(why)).to_be_visible()
 
 
+@NEEDS_AXE
 @pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, NARROW], ids=["1280px", "390px"])
 def test_webhooks_view_passes_axe_wcag_2_a_and_aa(tab, server, org, size):
     from tests.receivers import start_receiver
