@@ -35,10 +35,18 @@ dev: install
 # (docs/contributing.md has the timings). TEST_PROCESSES=0 runs it in this one process.
 TEST_PROCESSES ?= 6
 
+# The JavaScript the page's and MCP's tests drive (axe-core, the MCP Inspector), pinned by
+# their lock files and installed where npm is (without npm, those tests say they were skipped).
+NODE_PINS := tests/server/axe/node_modules/.package-lock.json \
+	tests/server/mcp_inspector/node_modules/.package-lock.json
+
+tests/server/%/node_modules/.package-lock.json: tests/server/%/package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund --prefix tests/server/$*
+
 # The application's bytecode is compiled once first: the suite starts a few hundred processes
 # that load it (gunicorn's workers, flask commands), each compiling it again where Python
 # writes no bytecode of its own (PYTHONDONTWRITEBYTECODE): 0.1 s of CPU each.
-test: install
+test: install $(if $(shell command -v npm),$(NODE_PINS))
 	$(BIN)/python -m compileall -q app migrations wsgi.py
 	$(BIN)/pytest -n $(TEST_PROCESSES)
 

@@ -1329,8 +1329,7 @@ WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
 NEEDS_AXE = pytest.mark.skipif(
     not AXE.exists(),
-    reason="axe-core is not installed: npm ci --ignore-scripts --prefix tests/server/axe "
-    "(.ci/run does)",
+    reason="axe-core is not installed: make test installs it where npm is",
 )
 
 
