@@ -126,6 +126,17 @@ def _enqueue(connection, cursor, statement: str, parameters, context, executeman
             dbapi_connection.enter()
 
 
+def insert(table, dialect: str):
+    """An INSERT that can say ON CONFLICT, in the construct of `dialect` (the connection's
+    dialect name): PostgreSQL's or SQLite's. Each is imported only where it is used: a
+    worker on SQLite never loads PostgreSQL's dialect (2.4 MiB)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table)
+
+
 def engine_options(app: Flask) -> None:
     """Before the engine is made. SQLite: its connections are QueuedConnection. PostgreSQL:
     - a connection from the pool is tried first (pool_pre_ping): one a restarted server

@@ -29,10 +29,9 @@ from datetime import datetime, timedelta
 
 from flask import Flask
 from sqlalchemy import DateTime, Integer, String, bindparam, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import verdicts
+from app import database, verdicts
 from app.credentials import Caller
 from app.errors import ApiError
 from app.extensions import db
@@ -200,8 +199,7 @@ def _upsert(dialect: str):
         bindparam("scope", type_=String()),
         bindparam("count", type_=Integer()),
     ).where(ApiKey.id == bindparam("key_id"))
-    insert = (postgresql if dialect == "postgresql" else sqlite).insert
-    statement = insert(KeyUsage).from_select(
+    statement = database.insert(KeyUsage, dialect).from_select(
         ["key_id", "hour", "outcome", "scope", "count"], source
     )
     return statement.on_conflict_do_update(

@@ -15,9 +15,8 @@ from datetime import datetime, timedelta
 
 from flask import Flask
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 
-from app import audit, periods, queries, timestamps
+from app import audit, database, periods, queries, timestamps
 from app.extensions import db
 from app.keys.schemas import dump_key
 from app.models import ApiKey, KeyAnnouncement, WebhookEndpoint
@@ -96,8 +95,7 @@ def _announce(organization: int, expires_at: datetime, notice: str, key: queries
     quota's notice: for the end of its period, so once a period)."""
     dialect = db.session.connection().dialect.name
     statement = (
-        (postgresql if dialect == "postgresql" else sqlite)
-        .insert(_ANNOUNCEMENTS)
+        database.insert(_ANNOUNCEMENTS, dialect)
         .values(
             identifier=key.identifier,
             notice=notice,
