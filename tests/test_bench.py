@@ -1,18 +1,23 @@
 """`make bench` is not part of the suite; this only checks that its scripts load, that the
-yardstick answers, that wrk's output is read right, that a missing wrk is named, and that
-a baseline checkout answers the compared scenarios beside this one."""
+yardstick answers, that wrk's output is read right, that a missing wrk is named, that a
+baseline checkout answers the compared scenarios beside this one, and that the memory
+script measures a served master and its workers."""
 
 from __future__ import annotations
 
 import ast
 import json
+import os
+import re
 import runpy
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench import bare, run
 from bench.seed import Seeded
+from tests import processes
 
 TARGETS = [f"ak_r{n}" for n in range(8)]
 WRK_OUTPUT = """\
@@ -148,3 +153,11 @@ def test_bench_scenarios_names_the_scenarios_to_run():
     plan = [run.Scenario(name, "big", "/api/keys") for name in ("get_big", "list_50")]
     assert run.chosen(plan, "") == plan
     assert [scenario.name for scenario in run.chosen(plan, " list_50, nothing")] == ["list_50"]
+
+
+def test_the_memory_script_measures_the_master_and_both_workers_after_answered_requests():
+    env = os.environ | {"BENCH_REQUESTS": "14"}
+    printed = processes.run([sys.executable, "-m", "bench.memory"], env, timeout=240).stdout
+    assert "14 requests, answers by status: {200: 12, 204: 2}" in printed, printed
+    assert len(re.findall(r"^worker \d+: VmHWM \d+\.\d", printed, re.MULTILINE)) == 2, printed
+    assert re.search(r"^master \d+: VmHWM", printed, re.MULTILINE), printed
