@@ -66,9 +66,9 @@ class KeyUse(NamedTuple):
     quota: Allowance | None
 
 
-def quota_reset(window: periods.Window) -> int:
-    """Whole seconds until a quota's calendar window ends."""
-    return max(1, math.ceil((window.end - utcnow()).total_seconds()))
+def _reset(seconds: float) -> int:
+    """Whole seconds until a quota's calendar window ends, `seconds` away."""
+    return max(1, math.ceil(seconds))
 
 
 def counter_key(item: RateLimitItem, prefix: str, name: str) -> tuple[str, str]:
@@ -123,38 +123,34 @@ class Limits:
         both or by neither (app/counting.py's spend): counted whether the abuse limits are
         on or not, since its owner asked for them."""
         counters: list[Counter] = []
-        if key.rate_limit_requests is not None and key.rate_limit_seconds is not None:
-            item = RateLimitItemPerSecond(key.rate_limit_requests, key.rate_limit_seconds)
+        requests, seconds = key.rate_limit_requests, key.rate_limit_seconds
+        has_rate = requests is not None and seconds is not None
+        if has_rate:
+            item = RateLimitItemPerSecond(requests, seconds)
             own = item.key_for(self.prefix, OWN, key.identifier)
-            counters.append(Counter(own, item.get_expiry(), item.amount))
+            counters.append(Counter(own, item.get_expiry(), requests))
         window = None
         if key.quota_requests is not None and key.quota_period is not None:
             now = utcnow()
             window = periods.window(key.quota_period, now)
-            counters.append(
-                Counter(
-                    self.quota_key(key.quota_counter or key.identifier, window.name),
-                    periods.seconds_left(window.end, now),
-                    key.quota_requests,
-                )
-            )
+            left = periods.seconds_left(window.end, now)
+            name = self.quota_key(key.quota_counter or key.identifier, window.name)
+            counters.append(Counter(name, left, key.quota_requests))
         try:
             spent = counting.spend(self._storage(), counters)
         except self.storage.base_exceptions:
             spent = counting.spend(self._fall_back(), counters)
-        allowances = [
-            Allowance(spent.refused is None, max(0, c.limit - n), _seconds_until(ends))
-            for c, n, ends in zip(counters, spent.counts, spent.ends, strict=True)
-        ]
-        rate = allowances.pop(0) if key.rate_limit_requests is not None else None
-        quota = None
+        allowed = spent.refused is None
+        rate = quota = None
+        if has_rate:
+            remaining = max(0, counters[0].limit - spent.counts[0])
+            rate = Allowance(allowed, remaining, _seconds_until(spent.ends[0]))
         if window is not None:
-            quota = allowances[0]._replace(
-                reset=None if window.end is None else quota_reset(window)
-            )
+            remaining = max(0, counters[-1].limit - spent.counts[-1])
+            quota = Allowance(allowed, remaining, None if window.end is None else _reset(left))
         refused = None
-        if spent.refused is not None:
-            refused = RATE if rate is not None and spent.refused == 0 else QUOTA
+        if not allowed:
+            refused = RATE if has_rate and spent.refused == 0 else QUOTA
         return KeyUse(refused, rate, quota)
 
     def count(self, key: str) -> int:

@@ -21,23 +21,39 @@ class Window(NamedTuple):
     end: datetime | None
 
 
+# The window each period gave last, with its start: the next moment of the same window gets
+# it back after two comparisons, not the calendar's arithmetic (bench/README.md).
+_last: dict[str, tuple[datetime, Window]] = {}
+_LIFETIME = Window(LIFETIME, None)
+
+
 def window(period: str, now: datetime) -> Window:
     """The `period` (one of PERIODS) that holds `now` (naive UTC)."""
     if period == LIFETIME:
-        return Window(LIFETIME, None)
+        return _LIFETIME
+    last = _last.get(period)
+    if last is not None and last[0] <= now < last[1].end:  # type: ignore[operator]
+        return last[1]
+    start, found = _window(period, now)
+    _last[period] = (start, found)
+    return found
+
+
+def _window(period: str, now: datetime) -> tuple[datetime, Window]:
+    """The start of the `period` (a calendar one) that holds `now`, and its Window."""
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if period == DAY:
-        return Window(day.date().isoformat(), day + timedelta(days=1))
+        return day, Window(day.date().isoformat(), day + timedelta(days=1))
     if period == WEEK:
         start = day - timedelta(days=day.weekday())
-        return Window(f"week-{start.date().isoformat()}", start + timedelta(days=7))
+        return start, Window(f"week-{start.date().isoformat()}", start + timedelta(days=7))
     start = day.replace(day=1)
     end = (
         start.replace(year=start.year + 1, month=1)
         if start.month == 12
         else start.replace(month=start.month + 1)
     )
-    return Window(f"month-{start.date().isoformat()[:7]}", end)
+    return start, Window(f"month-{start.date().isoformat()[:7]}", end)
 
 
 def seconds_left(ends: datetime | None, now: datetime) -> float:

@@ -128,3 +128,40 @@ def test_checks_count_per_checked_key_under_their_own_limit(client, org, make_ke
 def test_failed_checks_count_toward_the_address_limit(client, org):
     assert [client.get(URL).status_code for _ in range(2)] == [401, 401]
     assert client.get(URL, auth=(org.sdk, "")).status_code == 429
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "scope=monitor:read",
+        "scope=monitor:read&scope=site:read",
+        "scope=site%3Aread&scope=monitor:read&scope=site:read",
+        "scope=",
+        "scope=nope",
+        "scope=monitor:read&other=1",
+        "scope=%ff",
+    ],
+)
+def test_scopes_loaded_once_per_query_string_are_those_the_schema_loads(app, query):
+    """checks.schemas.required_scopes (kept per query string) gives what the schema gives
+    loading request.args, or raises what it raises, each time."""
+    from marshmallow import ValidationError
+
+    from app.checks import schemas
+    from app.scopes import to_bits
+
+    with app.test_request_context(f"/api/forward-auth?{query}"):
+        from flask import request
+
+        arguments = {name: request.args.getlist(name) for name in request.args}
+        try:
+            plain = to_bits(schemas.forward_auth_arguments.load(arguments)["scope"])
+        except ValidationError as error:
+            plain = error.messages
+        for _ in range(2):
+            try:
+                kept = schemas.required_scopes(request.query_string)
+            except ValidationError as error:
+                kept = error.messages
+            assert kept == plain

@@ -5,7 +5,7 @@ the quota; renewed when the period ends (a clock the test moves)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -299,3 +299,16 @@ def test_a_key_cannot_grant_uses_to_its_own_quota(client, org):
     other = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
     granted = client.post(f"/api/keys/{other[:15]}/quota", json={"add": 1}, auth=(successor, ""))
     assert (granted.status_code, granted.json["quota_remaining"]) == (200, 2)
+
+
+@pytest.mark.parametrize("period", periods.PERIODS)
+def test_a_window_given_again_is_the_one_the_calendar_gives(period):
+    """periods.window keeps the window it gave last: moments every 7 hours over two years,
+    forwards then backwards, each get the window the calendar's arithmetic gives."""
+    start = datetime(2026, 1, 1)
+    moments = [start + timedelta(hours=7 * n, microseconds=n) for n in range(2 * 1252)]
+    for moment in [*moments, *reversed(moments)]:
+        expected = (periods.LIFETIME, None)
+        if period != periods.LIFETIME:
+            expected = periods._window(period, moment)[1]
+        assert periods.window(period, moment) == expected

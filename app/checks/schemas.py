@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from ipaddress import IPv4Address, IPv6Address
+from urllib.parse import parse_qsl
 
 from marshmallow import Schema, ValidationError, fields, validate
+from werkzeug.datastructures import MultiDict
 
-from app.scopes import SCOPES
+from app.scopes import SCOPES, to_bits
 
 
 class ForwardAuthArguments(Schema):
@@ -37,3 +40,16 @@ class Introspection(Schema):
 
 forward_auth_arguments = ForwardAuthArguments()
 introspection = Introspection()
+
+
+@functools.lru_cache(maxsize=256)
+def required_scopes(query_string: bytes) -> int:
+    """The scopes (bits) a forward auth query string requires, as ForwardAuthArguments loads
+    its arguments (parsed as werkzeug parses request.args): loaded once per distinct query
+    string, since a gateway sends the same few on every request (bench/README.md); a
+    ValidationError is raised each time, never kept."""
+    args = MultiDict(
+        parse_qsl(query_string.decode(), keep_blank_values=True, errors="werkzeug.url_quote")
+    )
+    arguments = {name: args.getlist(name) for name in args}
+    return to_bits(forward_auth_arguments.load(arguments)["scope"])

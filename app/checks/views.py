@@ -20,7 +20,7 @@ from app.operations import (
     documented,
 )
 from app.request_body import form_or_json_object
-from app.scopes import KINDS, to_bits, to_names
+from app.scopes import KINDS, to_names
 from app.timestamps import iso, unix_seconds
 
 bp = Blueprint("checks", __name__, url_prefix="/api")
@@ -148,8 +148,7 @@ def forward_auth():
     gateway passes upstream; 401, 403 naming the missing scopes, 422 for an unknown one."""
     holder = auth.authenticate(rate=limits.INTROSPECT, door=auth.FORWARD_AUTH, facts=True)
     caller = holder.caller
-    arguments = {name: request.args.getlist(name) for name in request.args}
-    required = to_bits(schemas.forward_auth_arguments.load(arguments)["scope"])
+    required = schemas.required_scopes(request.query_string)
     auth.require_held(required, caller.scope_bits, auth.FORWARD_AUTH)
     return (
         "",
