@@ -202,11 +202,11 @@ def holder(digest: bytes, facts: bool = False) -> Holder | None:
 _KEY_IPS, _KEY_METADATA = (Key._fields.index(name) for name in _AS_TEXT)
 
 
-def _key(row: Sequence[Any]) -> Key:
-    """A key's row (read with _column) as a Key: its lists and objects decoded, the empty
-    ones without the JSON decoder (a page of 50 spent a fifth of its time in it). Each its
-    own [] and {}: whoever reads a key may change them."""
-    fields = list(row)
+def _key(fields: list[Any]) -> Key:
+    """A key's values (read with _column, in a list of its own that this changes) as a Key:
+    its lists and objects decoded, the empty ones without the JSON decoder (a page of 50
+    spent a fifth of its time in it). Each its own [] and {}: whoever reads a key may
+    change them."""
     ips, metadata = fields[_KEY_IPS], fields[_KEY_METADATA]
     fields[_KEY_IPS] = [] if ips == "[]" else json.loads(ips)
     fields[_KEY_METADATA] = {} if metadata == "{}" else json.loads(metadata)
@@ -215,7 +215,7 @@ def _key(row: Sequence[Any]) -> Key:
 
 def key_of_row(row: Sequence[Any]) -> Key:
     """A Key from a row of KEY_COLUMNS."""
-    return _key(row)
+    return _key(list(row))
 
 
 def _document(text: str, empty: Any) -> Any:
@@ -226,13 +226,12 @@ def _document(text: str, empty: Any) -> Any:
 
 
 def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
-    row = _BY_DIGEST.first({"digest": digest, "organization_id": organization_id})
-    return None if row is None else _key(row)
+    return _BY_DIGEST.first({"digest": digest, "organization_id": organization_id}, _key)
 
 
 def key_by_identifier(organization_id: int, identifier: str) -> Key | None:
-    row = _BY_IDENTIFIER.first({"identifier": identifier, "organization_id": organization_id})
-    return None if row is None else _key(row)
+    parameters = {"identifier": identifier, "organization_id": organization_id}
+    return _BY_IDENTIFIER.first(parameters, _key)
 
 
 def locked_key(organization_id: int, identifier: str) -> Key | None:
@@ -257,7 +256,7 @@ def locked_key(organization_id: int, identifier: str) -> Key | None:
     """
     parameters = {"identifier": identifier, "organization_id": organization_id}
     row = writing().execute(_LOCKED, parameters).first()
-    return None if row is None else _key(row)
+    return None if row is None else _key(list(row))
 
 
 def writing() -> Connection:
@@ -341,7 +340,7 @@ def keys_page(
         if offset < total:
             parameters |= {"offset": offset, "limit": page_size}
             query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
-            data = [_key(row) for row in query.rows(parameters)]
+            data = query.rows(parameters, _key)
         return Page(page, page_size, total, data)
     where = matching(
         organization_id,
@@ -358,7 +357,7 @@ def keys_page(
 
 
 def _key_rows(query: Select) -> list[Key]:
-    return [_key(row) for row in db.session.execute(query)]
+    return [_key(list(row)) for row in db.session.execute(query)]
 
 
 def counted(

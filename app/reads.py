@@ -19,8 +19,8 @@ Writes go through db.session, which commits them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from flask import Flask, current_app
@@ -29,6 +29,8 @@ from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.sql import Select
 
 from app.extensions import db
+
+T = TypeVar("T")
 
 
 class _Compiled:
@@ -66,13 +68,6 @@ class _Compiled:
         ]
         return tuple(sent) if self.positional else dict(zip(self.names, sent, strict=True))
 
-    def row(self, row: tuple) -> tuple:
-        """The row with the columns that need it converted (rows() asks only then)."""
-        values = list(row)
-        for index, convert in self.columns:
-            values[index] = convert(values[index])
-        return tuple(values)
-
 
 class Read:
     """A SELECT to run with `rows(parameters)`; made once, where the statement is defined."""
@@ -91,15 +86,25 @@ class Read:
             self._last = (dialect, compiled)
         return compiled
 
-    def rows(self, parameters: Mapping[str, Any]) -> list[tuple]:
-        """Every row, converted as SQLAlchemy would."""
+    def rows(self, parameters: Mapping[str, Any], into: Callable[[list], T] = tuple) -> list[T]:
+        """Every row, converted as SQLAlchemy would: what `into` makes of the list of its
+        values, a tuple unless said (a Key, say: one copy of each row, not two)."""
         held = _held()
         compiled = self.compiled(held.engine.dialect)
         rows = _run(held, compiled.sql, compiled.parameters(parameters))
-        return [compiled.row(row) for row in rows] if compiled.columns else rows
+        columns = compiled.columns
+        if not columns:
+            return rows if into is tuple else [into(list(row)) for row in rows]
+        made = []
+        for row in rows:
+            values = list(row)
+            for index, convert in columns:
+                values[index] = convert(values[index])
+            made.append(into(values))
+        return made
 
-    def first(self, parameters: Mapping[str, Any]) -> tuple | None:
-        rows = self.rows(parameters)
+    def first(self, parameters: Mapping[str, Any], into: Callable[[list], T] = tuple) -> T | None:
+        rows = self.rows(parameters, into)
         return rows[0] if rows else None
 
 
