@@ -33,18 +33,6 @@ from tests.processes import BIN, PROJECT, run_flask, service_env
 # suite in parallel processes beside other work) a start takes many times its idle 3 s.
 START_TIMEOUT = 180.0
 REQUEST_TIMEOUT = 60.0
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items) -> None:
-    """The tests here are not traced for coverage (pytest-cov's `no_cover`): the code they
-    test runs in the servers' own processes, which coverage does not measure, and tracing
-    the test process only slowed its client (the fuzz tests' CPU by 65%)."""
-    for item in items:
-        if HERE in item.path.parents:
-            item.add_marker(pytest.mark.no_cover)
-
-
 # gunicorn.conf.py's post_worker_init prints this once a worker has loaded wsgi:app
 # (after the first-start bootstrap): the worker can answer.
 READY = "Worker ready (pid: "
