@@ -17,7 +17,7 @@ from app.audit import schemas as audit_schemas
 from app.bootstrap import NOTICE, NOTICE_ONE, describe_keys, first_start
 from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 from app.errors import flatten
-from app.keys import operator, schemas
+from app.keys import bodies, operator, schemas
 from app.organizations import policy as organization_policy
 from app.organizations import schemas as organization_schemas
 from app.scopes import KINDS, SCOPES
@@ -52,7 +52,7 @@ def _prepare_database() -> None:
 
 def _show(heading: str, keys, as_json: bool, organization: str) -> None:
     if as_json:
-        objects = [schemas.created_key(k, full_key) for k, full_key in keys]
+        objects = [bodies.created_key(k, full_key) for k, full_key in keys]
         click.echo(json.dumps({"organization": organization, "keys": objects}))
     else:
         notice = NOTICE_ONE if len(keys) == 1 else NOTICE
@@ -259,7 +259,7 @@ def create_key(
     except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
-        click.echo(json.dumps(schemas.created_key(*created)))
+        click.echo(json.dumps(bodies.created_key(*created)))
     else:
         _show(f'Created a key in organization "{organization}".', [created], False, organization)
 
@@ -273,7 +273,7 @@ def list_keys(organization: str, as_json: bool) -> None:
     organization = _organization_name("ORGANIZATION", organization)
     _prepare_database()
     try:
-        keys = [schemas.dump_key(k) for k in operator.operator_keys(organization)]
+        keys = [bodies.dump_key(k) for k in operator.operator_keys(organization)]
     except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
@@ -299,7 +299,7 @@ def delete_key(organization: str, reference: str) -> None:
         deleted = operator.operator_delete(organization, reference)
     except operator.OrganizationError as error:
         raise click.ClickException(str(error)) from None
-    shown = schemas.dump_key(deleted)
+    shown = bodies.dump_key(deleted)
     click.echo(f'Deleted {shown["name"]} ({shown["key"]}, {shown["kind"]}) of "{organization}".')
 
 

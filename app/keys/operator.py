@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app import audit, keyformat, queries
 from app.extensions import db
-from app.keys.schemas import dump_key
+from app.keys.bodies import dump_key
 from app.keys.service import key_named
 from app.keys.writes import DELETE, add_key
 from app.models import Organization

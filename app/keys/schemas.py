@@ -22,7 +22,7 @@ from marshmallow import (
 
 from app import addresses, keyformat
 from app.arguments import PageArguments, RateLimit, Timestamp
-from app.queries import ACTIVE, EXPIRED, Key, Page
+from app.queries import ACTIVE, EXPIRED
 from app.quotas import service as quotas
 from app.quotas.schemas import Quota
 from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
@@ -361,46 +361,3 @@ list_defaults = MappingProxyType(list_arguments.load({}))
 key_reference = KeyReference()
 key_output = KeyOutput()
 key_page = KeyPage()
-
-
-def dump_key(key: Key) -> dict:
-    """What `key_output.dump(key)` gives, field for field and in its order, in one
-    function: a list page dumps 50 keys, and marshmallow's per-field machinery cost it
-    twice the whole page (bench/README.md). tests/test_dump.py checks both give the same
-    bodies, for keys with every field set and with none: a field added to KeyOutput fails
-    there until it is added here."""
-    quota = key.quota
-    return {
-        "key": keyformat.shown(key.identifier),
-        "name": key.name,
-        "kind": key.kind,
-        "scopes": list(to_names(key.scope_bits)),
-        "immutable": is_immutable(key.kind),
-        "last_used": key.last_used,
-        "created": key.created,
-        "updated": key.updated,
-        "expires_at": key.expires_at,
-        "created_by": None if key.created_by is None else keyformat.shown(key.created_by),
-        "enabled": key.enabled,
-        "allowed_ips": key.allowed_ips,
-        "rate_limit": key.rate_limit,
-        "metadata": key.metadata,
-        "replaced_by": None if key.replaced_by is None else keyformat.shown(key.replaced_by),
-        "quota": quota,
-        "quota_remaining": None if quota is None else quotas.remaining(key),
-    }
-
-
-def dump_page(page: Page[Key]) -> dict:
-    """What `key_page.dump(page)` gives: get, update and list send these two."""
-    return {
-        "page": page.page,
-        "page_size": page.page_size,
-        "total_count": page.total_count,
-        "data": [dump_key(key) for key in page.data],
-    }
-
-
-def created_key(key: Any, full_key: str) -> dict:
-    """The create response: the only body that carries the full key."""
-    return dump_key(key) | {"key": full_key}

@@ -21,7 +21,7 @@ from app.credentials import Caller
 from app.errors import ApiError, invalid
 from app.extensions import db
 from app.keys import bounds
-from app.keys.schemas import dump_key
+from app.keys.bodies import dump_key
 from app.keys.writes import (
     DELETE,
     KEYS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, url_for
 
 from app import auth
-from app.keys import schemas, service
+from app.keys import bodies, schemas, service
 from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.quotas import schemas as quota_schemas
 from app.request_body import has_body, json_object, query_arguments
@@ -48,7 +48,7 @@ LOCATION = {
 def list_keys():
     query = query_arguments()
     arguments = schemas.list_arguments.load(query) if query else schemas.list_defaults
-    return schemas.dump_page(service.list_keys(auth.caller(), **arguments))
+    return bodies.dump_page(service.list_keys(auth.caller(), **arguments))
 
 
 @bp.post("")
@@ -77,7 +77,7 @@ def create_key():
     data = schemas.create_key.load(json_object())
     key, full_key = service.create_key(auth.caller(), data)
     location = url_for("keys.get_key", reference=key.identifier)
-    return schemas.created_key(key, full_key), 201, {"Location": location}
+    return bodies.created_key(key, full_key), 201, {"Location": location}
 
 
 @bp.get("/<reference>")
@@ -92,7 +92,7 @@ def create_key():
     )
 )
 def get_key(reference: str):
-    return schemas.dump_key(service.find_key(auth.caller(), reference))
+    return bodies.dump_key(service.find_key(auth.caller(), reference))
 
 
 @bp.put("/<reference>")
@@ -121,7 +121,7 @@ def update_key(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)
     data = schemas.update_key.load(json_object())
-    return schemas.dump_key(service.update_key(caller, key, data))
+    return bodies.dump_key(service.update_key(caller, key, data))
 
 
 @bp.delete("/<reference>")
@@ -178,7 +178,7 @@ def rotate_key(reference: str):
     data = schemas.rotate_key.load(json_object() if has_body() else {})
     replacement, full_key = service.rotate_key(caller, key, data)
     location = url_for("keys.get_key", reference=replacement.identifier)
-    return schemas.created_key(replacement, full_key), 201, {"Location": location}
+    return bodies.created_key(replacement, full_key), 201, {"Location": location}
 
 
 @bp.post("/<reference>/quota")
@@ -201,4 +201,4 @@ def grant_quota(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)
     data = quota_schemas.grant.load(json_object())
-    return schemas.dump_key(service.grant_quota(caller, key, data))
+    return bodies.dump_key(service.grant_quota(caller, key, data))

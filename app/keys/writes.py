@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, delete, insert, update
 from app import audit, keyformat
 from app.credentials import Caller
 from app.extensions import db
-from app.keys.schemas import dump_key
+from app.keys.bodies import dump_key
 from app.models import ApiKey, KeyMetadata
 from app.queries import Key
 from app.scopes import to_names

@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 
 from app import errors
 from app.credentials import Caller
-from app.keys import schemas, service
+from app.keys import bodies, schemas, service
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage_service
 
@@ -50,29 +50,29 @@ def _reference(arguments: dict[str, Any]) -> str:
 
 
 def list_keys(caller: Caller, arguments: dict[str, Any]) -> dict:
-    return schemas.dump_page(service.list_keys(caller, **schemas.list_arguments.load(arguments)))
+    return bodies.dump_page(service.list_keys(caller, **schemas.list_arguments.load(arguments)))
 
 
 def get_key(caller: Caller, arguments: dict[str, Any]) -> dict:
     reference = schemas.key_reference.load(arguments)[KEY]  # and nothing else
-    return schemas.dump_key(service.find_key(caller, reference))
+    return bodies.dump_key(service.find_key(caller, reference))
 
 
 def create_key(caller: Caller, arguments: dict[str, Any]) -> dict:
     key, full_key = service.create_key(caller, schemas.create_key.load(arguments))
-    return schemas.created_key(key, full_key)
+    return bodies.created_key(key, full_key)
 
 
 def update_key(caller: Caller, arguments: dict[str, Any]) -> dict:
     key = service.find_key(caller, _reference(arguments))
     data = schemas.update_key.load(arguments)  # `key` is read-only there: ignored
-    return schemas.dump_key(service.update_key(caller, key, data))
+    return bodies.dump_key(service.update_key(caller, key, data))
 
 
 def rotate_key(caller: Caller, arguments: dict[str, Any]) -> dict:
     key = service.find_key(caller, _reference(arguments))
     data = schemas.rotate_key.load({k: v for k, v in arguments.items() if k != KEY})
-    return schemas.created_key(*service.rotate_key(caller, key, data))
+    return bodies.created_key(*service.rotate_key(caller, key, data))
 
 
 def get_key_usage(caller: Caller, arguments: dict[str, Any]) -> dict:

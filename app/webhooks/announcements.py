@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from app import audit, database, periods, queries, timestamps
 from app.extensions import db
-from app.keys.schemas import dump_key
+from app.keys.bodies import dump_key
 from app.models import ApiKey, KeyAnnouncement, WebhookEndpoint
 from app.quotas import service as quotas
 
