@@ -1,20 +1,18 @@
-// The dialogs that change keys: create and edit (one form), rotate and delete. Each offers
-// only what the key in use may do, and shows a refusal once.
+// The dialogs that change keys: create and edit (one form), and the list rows' buttons that
+// open them and rotate-dialog.js's and delete-dialog.js's. Each offers only what the key in
+// use may do, and shows a refusal once.
 
-import { API, api, keyPath, Refusal } from "./api.js";
+import { API, api, keyPath } from "./api.js";
 import { expiryOf, expiryRule, Fields, localInput, report, showDialog } from "./dialogs.js";
-import { $, describedBy, element, listed, when } from "./dom.js";
+import { $, describedBy, element, listed } from "./dom.js";
 import { listedKey, loadPage, refresh } from "./keys.js";
-import { adopt, readKeyInUse, signOut } from "./signin.js";
+import { adopt } from "./signin.js";
 import { showCreated } from "./new-key.js";
 import { fillPolicy, policyFields, policyOf, unchanged } from "./policy.js";
 import { quotaWords } from "./quota.js";
-import { lacking, session, storeKey } from "./session.js";
-
-/** When the key in use expires, as people read it; null: never. */
-function selfEnds() {
-  return session.self.expires_at ? when.format(new Date(session.self.expires_at)) : null;
-}
+import { lacking, selfEnds, session } from "./session.js";
+import { openRotate } from "./rotate-dialog.js";
+import { openDelete } from "./delete-dialog.js";
 
 // --- create and edit: the same inputs, offering only the scopes of the key in use ---------
 
@@ -270,156 +268,6 @@ form.dialog.querySelector("form").addEventListener("submit", async (event) => {
   } else {
     showCreated(answer.key, "Key created");
     await loadPage();
-  }
-});
-
-// --- rotate ---------------------------------------------------------------------------------
-
-const rotation = {
-  key: null,
-  // What the API gives the new key when the body names no expiry: the old key's, when it
-  // is still ahead, and never later than the key in use's (a time-limited key never
-  // becomes permanent by a rotation, nor outlives the key that made it).
-  inherited: null,
-  grace: $("rotate-grace"),
-  expires: $("rotate-expires"),
-};
-rotation.fields = new Fields($("rotate-error"), {
-  grace_seconds: {
-    label: "Grace period (seconds)",
-    message: $("rotate-grace-error"),
-    inputs: () => [rotation.grace],
-  },
-  expires_at: {
-    label: "Expires",
-    message: $("rotate-expires-error"),
-    inputs: () => [rotation.expires],
-  },
-});
-
-function openRotate(key, opener) {
-  rotation.key = key;
-  const ahead = [key.expires_at, session.self.expires_at].filter(
-    (iso) => iso && new Date(iso) > new Date(),
-  );
-  rotation.inherited = ahead.sort((a, b) => new Date(a) - new Date(b))[0] || null;
-  $("rotate-name").textContent = key.name;
-  $("rotate-shown").textContent = key.key;
-  rotation.grace.value = "0";
-  rotation.expires.value = rotation.expires.dataset.shown = localInput(rotation.inherited);
-  const ends = selfEnds();
-  expiryRule(
-    rotation.expires,
-    ends
-      ? `The key in use expires ${ends}: the new key can expire no later (empty: as first shown).`
-      : "Empty: never.",
-    !ends,
-  );
-  sayNewExpiry();
-  rotation.fields.clear();
-  showDialog($("rotate-dialog"), opener);
-  rotation.grace.focus();
-}
-
-/** Whether the Expires input names the new key's expiry: changed, and not emptied where the
- * key in use expires (then empty means as first shown: none would be refused). */
-function expiryNamed() {
-  const expires = rotation.expires;
-  const changed = expires.value !== expires.dataset.shown || expires.validity.badInput;
-  return changed && (expires.value !== "" || !session.self.expires_at);
-}
-
-/** The new key's expiry, as the Expires input will make it: unnamed, the inherited one. */
-function sayNewExpiry() {
-  const expires = rotation.expires;
-  const iso = expiryNamed()
-    ? expires.value && new Date(expires.value).toISOString()
-    : rotation.inherited;
-  $("rotate-expiry").textContent = iso
-    ? `The new key expires ${when.format(new Date(iso))}.`
-    : "The new key does not expire.";
-}
-
-rotation.expires.addEventListener("input", sayNewExpiry);
-
-$("rotate-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const button = $("rotate-confirm");
-  const grace = rotation.grace;
-  button.disabled = true;
-  let answer;
-  try {
-    if (grace.value === "" || grace.validity.badInput) {
-      throw Refusal.invalid({
-        grace_seconds: ["Give a number of seconds: 0 ends the old key at once."],
-      });
-    }
-    const body = { grace_seconds: Number(grace.value) };
-    // Sent when changed (null: never); unchanged, the API gives the inherited expiry to
-    // the second, where the input holds only minutes.
-    if (expiryNamed()) {
-      body.expires_at = expiryOf(rotation.expires);
-    }
-    answer = await api("POST", `${keyPath(rotation.key.key)}/rotate`, body);
-  } catch (error) {
-    report(rotation.fields, error);
-    return;
-  } finally {
-    button.disabled = false;
-  }
-  $("rotate-dialog").close();
-  if (rotation.key.key === session.self.key) {
-    // The key in use was replaced: the page goes on with its replacement.
-    storeKey(answer.key);
-    try {
-      adopt(await readKeyInUse());
-    } catch (error) {
-      report(new Fields($("list-error")), error);
-    }
-  }
-  showCreated(answer.key, "Key rotated");
-  if (session.self) {
-    await loadPage();
-  }
-});
-
-// --- delete ---------------------------------------------------------------------------------
-
-const deletion = { key: null, fields: new Fields($("delete-error")) };
-
-function openDelete(key, opener) {
-  deletion.key = key;
-  const mine = key.key === session.self.key;
-  $("delete-self").hidden = !mine;
-  $("delete-dialog").setAttribute(
-    "aria-describedby",
-    mine ? "delete-what delete-self" : "delete-what",
-  );
-  $("delete-name").textContent = key.name;
-  $("delete-shown").textContent = key.key;
-  deletion.fields.clear();
-  showDialog($("delete-dialog"), opener);
-  $("delete-dialog").querySelector(".cancel").focus();
-}
-
-$("delete-confirm").addEventListener("click", async (event) => {
-  const button = event.currentTarget;
-  const mine = deletion.key.key === session.self.key;
-  button.disabled = true;
-  try {
-    await api("DELETE", keyPath(deletion.key.key));
-  } catch (error) {
-    report(deletion.fields, error);
-    return;
-  } finally {
-    button.disabled = false;
-  }
-  $("delete-dialog").close();
-  if (mine) {
-    // Nothing more can be asked with it: back to the key input, saying why.
-    signOut("The key in use was deleted: paste another key to go on.");
-  } else {
-    await refresh(null);
   }
 });
 

@@ -11,7 +11,9 @@
 //   usage.js        a key's usage: its days, its scopes by use, what is unused
 //   usage-quota.js  a key's quota in its usage view: what is left, and grants
 //   quota.js        a quota in words: "100 a day", "37 of 100 uses left today"
-//   key-dialogs.js  create, edit, rotate, delete
+//   key-dialogs.js  create and edit, and the buttons of the list's rows
+//   rotate-dialog.js  rotate a key
+//   delete-dialog.js  delete a key
 //   narrow.js       Narrow scopes: from a key's usage to Edit, and back
 //   policy.js       a key's policy in create and edit: enabled, addresses, limit, quota,
 //                   metadata
