@@ -24,13 +24,34 @@ from app.extensions import db
 from app.keys import operator
 from app.scopes import FIXED, to_bits
 from app.webhooks import sender
-from tests.databases import ON_POSTGRESQL, drop_database, empty_tables, new_database_url
+from tests.databases import (
+    ABOVE_THE_DATABASE,
+    ON_POSTGRESQL,
+    drop_database,
+    empty_tables,
+    new_database_url,
+)
 
 
 def pytest_report_header(config) -> str:
     if ON_POSTGRESQL:
         return "database: PostgreSQL from TEST_DATABASE_URL (databases of the run's own)"
     return "database: SQLite (PostgreSQL tests skipped: TEST_DATABASE_URL is not set)"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """On PostgreSQL, the real-server modules whose subject is above the database are left
+    to the SQLite pass (tests/databases.py's ABOVE_THE_DATABASE)."""
+    if not ON_POSTGRESQL:
+        return
+
+    def above(item) -> bool:
+        return item.path.relative_to(config.rootpath).as_posix() in ABOVE_THE_DATABASE
+
+    left = [item for item in items if above(item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if not above(item)]
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -63,6 +84,11 @@ def pytest_terminal_summary(terminalreporter) -> Iterator[None]:
         line += f"{reasons.total()} skipped ({why})"
     else:
         line += "none skipped"
+    if ON_POSTGRESQL:
+        line += (
+            f"; the tests of {len(ABOVE_THE_DATABASE)} real-server modules are the SQLite"
+            " pass's (their subject is above the database: tests/databases.py)"
+        )
     terminalreporter.write_line(line)
 
 

@@ -31,6 +31,28 @@ needs_postgresql = pytest.mark.skipif(
     not ON_POSTGRESQL, reason="TEST_DATABASE_URL is not set: PostgreSQL tests skipped"
 )
 
+# Real-server modules whose subject is a layer above the database: what they send through it
+# are the service functions' reads and writes that the in-process tests run on PostgreSQL
+# too. The PostgreSQL pass leaves them to the SQLite pass, so that CI runs each test once
+# where the database cannot change its outcome (docs/contributing.md has the measurement).
+# Kept on both: what concerns the database across processes (first starts, races, killed
+# workers, restarts, usage and quota counts, webhook leases), and whatever lets a client's
+# arbitrary input reach it (the fuzz tests, hostile bytes), and the docs' commands.
+ABOVE_THE_DATABASE = {
+    "tests/server/test_page.py": "the page in Chromium",
+    "tests/server/test_gateway.py": "nginx's and Caddy's configurations",
+    "tests/server/test_mcp.py": "the MCP clients' protocol",
+    "tests/server/test_metrics.py": "Prometheus's scrapes",
+    "tests/server/test_access_log.py": "gunicorn's access log",
+    "tests/server/test_secrets_in_logs.py": "what the logs print",
+    "tests/server/test_refusals.py": "gunicorn's refusals",
+    "tests/server/test_generated_client.py": "a client generated from the document",
+    "tests/server/test_introspection_client.py": "an OAuth client's introspection",
+    "tests/server/test_extension_remote.py": "the Flask extension against a remote service",
+    "tests/server/test_host_limits.py": "limits counted in the host's file",
+    "tests/server/test_redis_limits.py": "limits counted in Redis",
+}
+
 
 def _server() -> URL:
     url = make_url(normalized_database_url(TEST_DATABASE_URL))

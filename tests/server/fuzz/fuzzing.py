@@ -1,7 +1,7 @@
 """Fuzzing a real gunicorn with schemathesis, from the document it serves at /openapi.json:
-what the three fuzzing modules share (`test_fuzz_with_a_key.py`, `test_fuzz_without_a_key.py`,
-`test_fuzz_sequences.py`), each with a server of its own, so that the suite's processes run
-them side by side.
+what the three modules of this folder share (`test_with_a_key.py`, `test_without_a_key.py`,
+`test_sequences.py`), each with a server of its own (conftest.py), so that the suite's
+processes run them side by side.
 
 Every operation gets valid and invalid requests, with a managing key, without one, and
 with a key of one scope; then create/get/update/delete run in sequences that follow links
@@ -19,8 +19,6 @@ from __future__ import annotations
 import base64
 import os
 
-import pytest
-import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -67,11 +65,6 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-@pytest.fixture
-def server(start_server):
-    return start_server(workers=2, env=SERVER_ENV)
-
-
 # Test-only links from the create response to the operations on the new key, by its full
 # value. The served document has none: schemathesis's command line infers these links from
 # the create response's Location (the identifier), and links of its own by full value
@@ -84,15 +77,6 @@ LINKS = {
     }
     for operation in ("Get", "Update", "Delete")
 }
-
-
-@pytest.fixture
-def api(server):
-    document = server.request("GET", "/openapi.json").json()
-    document["paths"]["/api/keys"]["post"]["responses"]["201"]["links"] = LINKS
-    api = schemathesis.openapi.from_dict(document)
-    api.config.update(base_url=f"http://127.0.0.1:{server.port}")
-    return api
 
 
 def fuzz_operations(
