@@ -5,7 +5,11 @@ refusal, the authentication rules as the client meets them, 405 for GET and DELE
 deleted key refused by every worker at once, both workers serving, no key in any log, and
 a worker that serves only REST paying nothing for the SDK; and by the MCP Inspector's CLI
 (the TypeScript SDK's client, which checks every result against the tool's output schema):
-docs/mcp.md's commands and host configuration as written, every tool and a refusal of each."""
+docs/mcp.md's commands and host configuration as written, every tool and a refusal of each.
+
+The tests share one server, each with an organization of its own; those that need a server
+as it starts (workers that have not loaded the SDK, settings of their own, its whole log)
+start their own."""
 
 from __future__ import annotations
 
@@ -19,12 +23,14 @@ import shutil
 import string
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx2
 import pytest
+from flask import Flask
 from mcp import Client
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.client.streamable_http import streamable_http_client
@@ -36,11 +42,13 @@ from mcp_types.version import (
     LATEST_MODERN_VERSION,
 )
 
-from app import keyformat
+from app import create_app, keyformat, reads
+from app.extensions import db
+from app.keys.operator import create_organization
 from app.scopes import SCOPES
 from tests.processes import PROJECT, run, service_env
-from tests.server.conftest import REQUEST_TIMEOUT
-from tests.server.test_gunicorn import in_parallel, printed_keys, sdk_key
+from tests.server.conftest import REQUEST_TIMEOUT, Server, launch, stop
+from tests.server.test_gunicorn import in_parallel, sdk_key
 from tests.server.test_secrets_in_logs import secrets_of
 from tests.test_mcp import TOOLS
 
@@ -49,9 +57,44 @@ WORKERS = 2
 MODES = {"legacy": LATEST_HANDSHAKE_VERSION, "auto": LATEST_MODERN_VERSION}
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    """One server for the tests that leave each other alone: each has an organization of its
+    own, and spends the rate limit of keys of its own. Usage is written five times a second:
+    a use shows in a key's usage within a second."""
+    env = {"USAGE_FLUSH_SECONDS": "0.2"}
+    server = launch(tmp_path_factory.mktemp("mcp") / "server", WORKERS, env)
+    try:
+        server.wait_until_ready(WORKERS)
+        yield server
+    finally:
+        stop(server)
+
+
+class Org(NamedTuple):
+    """A fresh organization's two keys, full values."""
+
+    sdk: str
+    telemetry: str
+
+
+@pytest.fixture(scope="module")
+def operator(server) -> Iterator[Flask]:
+    """The service on the server's database in this process, for what the operator does
+    with `flask org create` (tests/test_cli.py runs the command)."""
+    app = create_app({"SQLALCHEMY_DATABASE_URI": server.database})
+    yield app
+    reads.release()
+    with app.app_context():
+        db.engine.dispose()
+
+
 @pytest.fixture
-def server(start_server):
-    return start_server(workers=WORKERS)
+def org(operator, request) -> Org:
+    with operator.app_context():
+        _, made = create_organization(request.node.name)  # unique: the test's id
+    keys = {key.kind: full_key for key, full_key in made}
+    return Org(keys["sdk_integration"], keys["telemetry"])
 
 
 @asynccontextmanager
@@ -112,8 +155,8 @@ def refused(result: CallToolResult) -> dict:
 # The protocol: every version the SDK serves.
 
 
-def test_every_handshake_version_is_negotiated(server):
-    sdk = sdk_key(server)
+def test_every_handshake_version_is_negotiated(server, org):
+    sdk = org.sdk
     for version in HANDSHAKE_PROTOCOL_VERSIONS:
         params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}}
         params["clientInfo"]["version"] = "1"
@@ -209,12 +252,11 @@ async def every_tool(server, sdk: str, telemetry: str, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_every_tool_and_refusal_with_the_official_client(server, mode, monkeypatch):
+def test_every_tool_and_refusal_with_the_official_client(server, org, mode, monkeypatch):
     # The client's probe of server/discover falls back to the handshake after 10 s: on a
     # loaded machine a worker's first /mcp (which loads the SDK) can take longer.
     monkeypatch.setattr("mcp.client.session.DISCOVER_TIMEOUT_SECONDS", REQUEST_TIMEOUT)
-    sdk = sdk_key(server)
-    telemetry = next(key for key in printed_keys(server) if key != sdk)
+    sdk, telemetry = org
     asyncio.run(every_tool(server, sdk, telemetry, mode))
 
 
@@ -230,9 +272,8 @@ async def refused_connection(server, headers: dict[str, str]) -> httpx2.Response
     return seen[0]
 
 
-def test_the_authentication_rules_as_the_official_client_meets_them(server):
-    sdk = sdk_key(server)
-    telemetry = next(key for key in printed_keys(server) if key != sdk)
+def test_the_authentication_rules_as_the_official_client_meets_them(server, org):
+    sdk, telemetry = org
     custom = server.request(
         "POST", "/api/keys", sdk, {"name": "all", "kind": "custom", "scopes": list(SCOPES)}
     ).json()["key"]
@@ -278,8 +319,8 @@ def test_get_and_delete_are_405_before_the_sdk(server, method):
 # Several workers.
 
 
-def test_a_deleted_key_fails_on_its_next_call_on_every_worker(server):
-    sdk = sdk_key(server)
+def test_a_deleted_key_fails_on_its_next_call_on_every_worker(server, org):
+    sdk = org.sdk
 
     async def create() -> str:
         async with connected(server, bearer(sdk)) as client:
@@ -311,7 +352,8 @@ def runs_the_sdk(pid: int) -> bool:
     return "pydantic_core" in Path(f"/proc/{pid}/maps").read_text()
 
 
-def test_each_worker_serves_mcp_and_only_then_loads_the_sdk(server):
+def test_each_worker_serves_mcp_and_only_then_loads_the_sdk(start_server):
+    server = start_server(workers=WORKERS)  # its workers have served nothing yet
     sdk = sdk_key(server)
     workers = server.worker_pids()
     assert len(workers) == WORKERS
@@ -466,8 +508,8 @@ def as_written(command: str, env: dict[str, str]) -> dict:
 
 
 @needs_inspector
-def test_the_docs_inspector_commands_and_host_configuration_work_as_written(server, tmp_path):
-    sdk = sdk_key(server)
+def test_the_docs_inspector_commands_and_host_configuration_work_as_written(server, org, tmp_path):
+    sdk = org.sdk
     env = inspector_env(tmp_path, server, sdk)
     pinned = json.loads((INSPECTOR_DIR / "package.json").read_text())["dependencies"][PACKAGE]
     listing, call = doc_commands()
@@ -496,9 +538,8 @@ def test_the_docs_inspector_commands_and_host_configuration_work_as_written(serv
 
 
 @needs_inspector
-def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, tmp_path):
-    sdk = sdk_key(server)
-    telemetry = next(key for key in printed_keys(server) if key != sdk)
+def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, org, tmp_path):
+    sdk, telemetry = org
     env = inspector_env(tmp_path, server, sdk)
 
     arguments = {"name": "inspected", "kind": "custom", "scopes": ["site:read"]}
@@ -554,16 +595,11 @@ def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, tmp_path):
 
 
 # Uses are tool calls (CONTRACT.md section 20): what a host sends around them (its
-# handshake, tools/list, the Inspector's GET) spends nothing of a key's own limit. One
-# worker: memory:// counts a key's limit in each worker's own memory.
+# handshake, tools/list, the Inspector's GET) spends nothing of a key's own limit, counted
+# once for both workers (host://), whichever answers.
 
 LIMIT = {"requests": 3, "seconds": 60}
 THREE_AND_ONE_REFUSED = {"allowed": 3, "refused": {"rate_limited": 1}}
-
-
-@pytest.fixture
-def one_worker(start_server):
-    return start_server(workers=1, env={"USAGE_FLUSH_SECONDS": "0.2"})
 
 
 def limited_key(server, sdk: str, name: str) -> str:
@@ -597,9 +633,8 @@ async def past_the_limit(server, key: str, mode: str, seen: list[httpx2.Response
         await client.list_tools()  # the protocol's other messages still pass
 
 
-def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_official_client(one_worker):
-    server = one_worker
-    sdk = sdk_key(server)
+def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_official_client(server, org):
+    sdk = org.sdk
     for mode in sorted(MODES):
         key = limited_key(server, sdk, mode)
         seen: list[httpx2.Response] = []
@@ -612,11 +647,12 @@ def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_official_cli
 
 
 @needs_inspector
-def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_inspector(one_worker, tmp_path):
+def test_a_host_makes_as_many_tool_calls_as_the_keys_limit_with_the_inspector(
+    server, org, tmp_path
+):
     """Each Inspector run connects afresh (initialize, its notification, a GET, tools/list)
     before its one tool call."""
-    server = one_worker
-    sdk = sdk_key(server)
+    sdk = org.sdk
     key = limited_key(server, sdk, "inspected")
     env = inspector_env(tmp_path, server, key)
     shown = keyformat.shown(keyformat.identifier_of(key))
@@ -637,12 +673,12 @@ STORED_AUTH_ONLY = " --stored-auth-only"
 
 
 @needs_inspector
-def test_a_wrong_key_shows_the_services_reason_in_the_inspector(server, tmp_path):
+def test_a_wrong_key_shows_the_services_reason_in_the_inspector(server, org, tmp_path):
     """docs/mcp.md's command as written, with a wrong key and a disabled one: the Inspector
     prints the service's 401, whose detail says why. Without --stored-auth-only, which the
     docs' commands carry, it starts OAuth on any 401, whatever the challenge says, and
     without a terminal stops there (docs/mcp.md)."""
-    sdk = sdk_key(server)
+    sdk = org.sdk
     body = {"name": "off", "kind": "sdk_integration", "enabled": False}
     disabled = server.request("POST", "/api/keys", sdk, body).json()["key"]
     wrong = keyformat.new_key("ak_")[1]
