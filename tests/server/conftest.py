@@ -13,6 +13,7 @@ import base64
 import http.client
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -24,8 +25,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from flask import Flask
 from sqlalchemy import create_engine, text
 
+from app import create_app, reads
+from app.extensions import db
+from app.keys.operator import create_organization
 from tests.databases import drop_database, new_database_url
 from tests.processes import BIN, PROJECT, run_flask, service_env
 
@@ -192,6 +197,38 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
     yield start
     for server in servers:
         stop(server)
+
+
+@dataclass
+class Org:
+    """A fresh organization and its two keys, full values."""
+
+    name: str
+    sdk: str
+    telemetry: str
+
+
+@pytest.fixture(scope="module")
+def operator(server) -> Iterator[Flask]:
+    """The service on the database of the module's `server` in this process, for what the
+    operator does with `flask org create` (tests/test_cli.py runs the command): a process
+    per test cost the page's module a third of its time."""
+    app = create_app({"SQLALCHEMY_DATABASE_URI": server.database})
+    yield app
+    reads.release()
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture
+def org(operator, request) -> Org:
+    """An organization of the test's own on the module's server, named after the test, so
+    that tests sharing a server count only their own keys and spend their own limits."""
+    name = re.sub(r"\W", "-", request.node.name)
+    with operator.app_context():
+        _, made = create_organization(name)
+    keys = {key.kind: full_key for key, full_key in made}
+    return Org(name, keys["sdk_integration"], keys["telemetry"])
 
 
 @pytest.fixture

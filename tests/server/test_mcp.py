@@ -26,11 +26,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import NamedTuple
 
 import httpx2
 import pytest
-from flask import Flask
 from mcp import Client
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.client.streamable_http import streamable_http_client
@@ -42,9 +40,7 @@ from mcp_types.version import (
     LATEST_MODERN_VERSION,
 )
 
-from app import create_app, keyformat, reads
-from app.extensions import db
-from app.keys.operator import create_organization
+from app import keyformat
 from app.scopes import SCOPES
 from tests.processes import PROJECT, run, service_env
 from tests.server.conftest import REQUEST_TIMEOUT, Server, launch, stop
@@ -69,32 +65,6 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield server
     finally:
         stop(server)
-
-
-class Org(NamedTuple):
-    """A fresh organization's two keys, full values."""
-
-    sdk: str
-    telemetry: str
-
-
-@pytest.fixture(scope="module")
-def operator(server) -> Iterator[Flask]:
-    """The service on the server's database in this process, for what the operator does
-    with `flask org create` (tests/test_cli.py runs the command)."""
-    app = create_app({"SQLALCHEMY_DATABASE_URI": server.database})
-    yield app
-    reads.release()
-    with app.app_context():
-        db.engine.dispose()
-
-
-@pytest.fixture
-def org(operator, request) -> Org:
-    with operator.app_context():
-        _, made = create_organization(request.node.name)  # unique: the test's id
-    keys = {key.kind: full_key for key, full_key in made}
-    return Org(keys["sdk_integration"], keys["telemetry"])
 
 
 @asynccontextmanager
@@ -256,7 +226,7 @@ def test_every_tool_and_refusal_with_the_official_client(server, org, mode, monk
     # The client's probe of server/discover falls back to the handshake after 10 s: on a
     # loaded machine a worker's first /mcp (which loads the SDK) can take longer.
     monkeypatch.setattr("mcp.client.session.DISCOVER_TIMEOUT_SECONDS", REQUEST_TIMEOUT)
-    sdk, telemetry = org
+    sdk, telemetry = org.sdk, org.telemetry
     asyncio.run(every_tool(server, sdk, telemetry, mode))
 
 
@@ -273,7 +243,7 @@ async def refused_connection(server, headers: dict[str, str]) -> httpx2.Response
 
 
 def test_the_authentication_rules_as_the_official_client_meets_them(server, org):
-    sdk, telemetry = org
+    sdk, telemetry = org.sdk, org.telemetry
     custom = server.request(
         "POST", "/api/keys", sdk, {"name": "all", "kind": "custom", "scopes": list(SCOPES)}
     ).json()["key"]
@@ -539,7 +509,7 @@ def test_the_docs_inspector_commands_and_host_configuration_work_as_written(serv
 
 @needs_inspector
 def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, org, tmp_path):
-    sdk, telemetry = org
+    sdk, telemetry = org.sdk, org.telemetry
     env = inspector_env(tmp_path, server, sdk)
 
     arguments = {"name": "inspected", "kind": "custom", "scopes": ["site:read"]}

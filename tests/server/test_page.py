@@ -25,12 +25,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from flask import Flask
 
-from app import create_app, policy, reads
-from app.extensions import db
+from app import policy
 from app.keyformat import new_key
-from app.keys.operator import create_organization
 from tests.processes import PROJECT
 from tests.server.conftest import Server, launch, stop
 
@@ -97,36 +94,6 @@ def browser() -> Iterator:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         yield chromium
         chromium.close()
-
-
-@dataclass
-class Org:
-    """A fresh organization and its two keys, full values."""
-
-    name: str
-    sdk: str
-    telemetry: str
-
-
-@pytest.fixture(scope="module")
-def operator(server) -> Iterator[Flask]:
-    """The service on the server's database in this process, for what the operator does
-    with `flask org create` (tests/test_cli.py runs the command): a process per test cost
-    the module a third of its time."""
-    app = create_app({"SQLALCHEMY_DATABASE_URI": server.database})
-    yield app
-    reads.release()
-    with app.app_context():
-        db.engine.dispose()
-
-
-@pytest.fixture
-def org(operator, request) -> Org:
-    name = re.sub(r"\W", "-", request.node.name)[:60]
-    with operator.app_context():
-        _, made = create_organization(name)
-    keys = {key.kind: full_key for key, full_key in made}
-    return Org(name, keys["sdk_integration"], keys["telemetry"])
 
 
 @dataclass
