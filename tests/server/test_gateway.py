@@ -8,8 +8,9 @@ its bound included) and never the client's key nor an X-Api-Key-* header the cli
 the client gets the service's own 401, 403 and 429, status, headers and problem+json body, as
 the service answers them, and a 502 when the service does not answer. Failed
 authentications count for the client's own address, whatever it names in X-Forwarded-For.
-Neither writes a key in its logs (CONTRACT.md section 20): every test reads them when its
-gateway has stopped.
+Neither writes a key in its logs (CONTRACT.md section 20): they are read after every test,
+and again once the gateway has stopped. The tests share one service and one gateway of each
+kind, each with keys of its own, but where the check or its counts must be a test's own.
 
 Needs /usr/sbin/nginx with Debian's headers-more module, and /usr/bin/caddy (or $NGINX,
 $CADDY): apt-get install nginx libnginx-mod-http-headers-more-filter caddy. Each gateway's
@@ -39,9 +40,9 @@ from app import keyformat
 from app.scopes import SCOPES
 from tests.contract import METADATA_BYTES, metadata_of
 from tests.processes import PROJECT
-from tests.server.conftest import START_TIMEOUT, Server, free_port
+from tests.server.conftest import START_TIMEOUT, Server, free_port, launch, stop
 from tests.server.test_docs import blocks
-from tests.server.test_gunicorn import printed_keys, sdk_key
+from tests.server.test_gunicorn import sdk_key
 from tests.test_masking import leaked
 
 NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
@@ -132,10 +133,17 @@ def serve(handler: type[Recorder]) -> Iterator[ThreadingHTTPServer]:
     server.server_close()
 
 
-@pytest.fixture
-def upstream() -> Iterator[ThreadingHTTPServer]:
-    """The protected service."""
+@pytest.fixture(scope="module")
+def monitors() -> Iterator[ThreadingHTTPServer]:
     yield from serve(Recorder)
+
+
+@pytest.fixture
+def upstream(monitors) -> ThreadingHTTPServer:
+    """The protected service, having received nothing yet in this test."""
+    monitors.received.clear()
+    monitors.bodies.clear()
+    return monitors
 
 
 @pytest.fixture
@@ -143,10 +151,17 @@ def silent_check() -> Iterator[ThreadingHTTPServer]:
     yield from serve(SilentCheck)
 
 
-@pytest.fixture
-def service(start_server) -> Server:
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Server]:
+    """The service behind the module's gateways."""
     env = {"RATELIMIT_INTROSPECT": f"{CHECKS}/minute", "TRUSTED_PROXIES": "1"}
-    return start_server(workers=1, env=env)  # one worker's memory holds every count
+    # One worker, the cheapest to start: however many, they count in one file of the host.
+    server = launch(tmp_path_factory.mktemp("gateway") / "server", workers=1, env=env)
+    try:
+        server.wait_until_ready(1)
+        yield server
+    finally:
+        stop(server)
 
 
 def nginx_config(port: int, api_keys: int, monitors: int, folder: Path) -> str:
@@ -193,7 +208,7 @@ def missing(name: str) -> str | None:
 LAUNCHERS = {"nginx": nginx, "caddy": caddy}
 
 
-@pytest.fixture(params=sorted(LAUNCHERS))
+@pytest.fixture(scope="module", params=sorted(LAUNCHERS))
 def gateway_name(request) -> str:
     if reason := missing(request.param):
         pytest.skip(reason)
@@ -267,10 +282,23 @@ def credentials_in(log: str) -> list[str]:
     return found + _CREDENTIALS.findall(log)
 
 
+@pytest.fixture(scope="module")
+def shared_gateway(gateway_name, service, monitors) -> Iterator[tuple[Gateways, int]]:
+    gateways = Gateways(gateway_name)
+    try:
+        yield gateways, gateways(service.port, monitors.server_address[1])
+    finally:
+        gateways.stop()
+
+
 @pytest.fixture
-def gateway(start_gateway, service, upstream) -> int:
-    """The gateway in front of the service and the upstream; its port."""
-    return start_gateway(service.port, upstream.server_address[1])
+def gateway(shared_gateway) -> Iterator[int]:
+    """The module's gateway in front of its service and upstream; its port. Its logs are
+    read for keys after the test."""
+    gateways, port = shared_gateway
+    yield port
+    log = gateways.logs(port)
+    assert credentials_in(log) == [], log
 
 
 def answers(port: int) -> bool:
@@ -324,6 +352,14 @@ def direct(service: Server, key: str | None) -> Answer:
     return Answer(answer.status, list(answer.headers.items()), answer.body)
 
 
+def new_key(service: Server, **fields) -> str:
+    """A new key: custom, with monitor:read, unless `fields` say otherwise."""
+    body = {"name": "gateway", "kind": "custom", "scopes": ["monitor:read"], **fields}
+    answer = service.request("POST", "/api/keys", sdk_key(service), body)
+    assert answer.status == 201, answer.body
+    return answer.json()["key"]
+
+
 def assert_passed_on(answer: Answer, own: Answer) -> None:
     """`answer` is the service's refusal `own` as it is: status, headers, problem+json body."""
     assert (answer.status, answer.body) == (own.status, own.body)
@@ -338,7 +374,7 @@ def assert_passed_on(answer: Answer, own: Answer) -> None:
 def test_a_key_with_the_scope_reaches_the_upstream_as_the_check_describes_it(
     gateway, service, upstream
 ):
-    sdk = sdk_key(service)
+    sdk = new_key(service, kind="sdk_integration", scopes=list(SCOPES))
     described = {
         "x-api-key-id": keyformat.identifier_of(sdk),
         "x-api-key-kind": "sdk_integration",
@@ -360,7 +396,7 @@ def test_metadata_at_its_bound_reaches_the_upstream_as_the_check_sends_it(
     """2,048 bytes of compact ASCII JSON, mostly \\uXXXX escapes, fit both gateways'
     default buffers, and arrive as the service sent them."""
     metadata = metadata_of(METADATA_BYTES)
-    key = policy_key(service, metadata=metadata)
+    key = new_key(service, metadata=metadata)
     assert through(gateway, key, FORGED).status == 200
     [received] = upstream.received
     sent = key_headers(received)["x-api-key-metadata"]
@@ -373,11 +409,11 @@ def test_the_access_log_has_each_request_and_no_key(start_gateway, service, upst
     a wrong key and none: a line for each, none holding the key in any form (the fixture
     reads every log again once the gateway has stopped)."""
     port = start_gateway(service.port, upstream.server_address[1])
-    sdk = sdk_key(service)
-    wrong = sdk[:-1] + ("A" if sdk[-1] != "A" else "B")
+    key = new_key(service)
+    wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
     statuses = [
-        through(port, sdk, scheme="Basic").status,
-        through(port, sdk).status,
+        through(port, key, scheme="Basic").status,
+        through(port, key).status,
         through(port, wrong, scheme="Basic").status,
         through(port, None).status,
     ]
@@ -388,14 +424,13 @@ def test_the_access_log_has_each_request_and_no_key(start_gateway, service, upst
         time.sleep(0.05)
     assert log.count("/monitors/7") == len(statuses), log
     assert credentials_in(log) == [], log
-    assert leaked(log, [sdk, wrong]) == set()
-    for key in (sdk, wrong):
-        assert authorization(key, "Basic").split()[1] not in log
+    assert leaked(log, [key, wrong]) == set()
+    for sent in (key, wrong):
+        assert authorization(sent, "Basic").split()[1] not in log
 
 
 def test_refusals_are_the_services_own_and_reach_no_upstream(gateway, service, upstream):
-    sdk = sdk_key(service)
-    telemetry = next(key for key in printed_keys(service) if key != sdk)
+    telemetry = new_key(service, kind="telemetry", scopes=["monitor:telemetry"])
 
     no_key = through(gateway, None, FORGED, body=b"{}")  # checked as a GET would be
     assert no_key.status == 401
@@ -413,9 +448,7 @@ def test_refusals_are_the_services_own_and_reach_no_upstream(gateway, service, u
 def test_a_key_past_its_checks_gets_the_services_429_and_a_deleted_key_401(
     gateway, service, upstream
 ):
-    sdk = sdk_key(service)
-    body = {"name": "dashboard", "kind": "custom", "scopes": ["monitor:read"]}
-    made = service.request("POST", "/api/keys", sdk, body).json()["key"]
+    made = new_key(service)
     assert [through(gateway, made).status for _ in range(CHECKS)] == [200] * CHECKS
     limited = through(gateway, made, FORGED)
     assert limited.status == 429
@@ -424,9 +457,9 @@ def test_a_key_past_its_checks_gets_the_services_429_and_a_deleted_key_401(
     assert_passed_on(limited, direct(service, made))
     assert len(upstream.received) == CHECKS
 
-    doomed = service.request("POST", "/api/keys", sdk, body).json()["key"]
+    doomed = new_key(service)
     assert through(gateway, doomed).status == 200
-    assert service.request("DELETE", f"/api/keys/{doomed}", sdk).status == 204
+    assert service.request("DELETE", f"/api/keys/{doomed}", sdk_key(service)).status == 204
     assert_passed_on(through(gateway, doomed), direct(service, doomed))
 
 
@@ -437,21 +470,12 @@ PASSES_RATELIMIT = {"nginx": True, "caddy": False}
 CHECKS_PER_REFUSAL = {"nginx": 2, "caddy": 1}
 
 
-def policy_key(service: Server, **policy) -> str:
-    """A new key with monitor:read and the policy fields given."""
-    sdk = sdk_key(service)
-    body = {"name": "policy", "kind": "custom", "scopes": ["monitor:read"], **policy}
-    answer = service.request("POST", "/api/keys", sdk, body)
-    assert answer.status == 201, answer.body
-    return answer.json()["key"]
-
-
 def test_a_key_past_its_own_rate_limit_gets_the_services_429_with_its_ratelimit_headers(
     gateway_name, gateway, service, upstream
 ):
     """Exactly `requests` pass in the window however often nginx asks on a refusal; the
     client reads the key's RateLimit headers on each answer the gateway can pass them on."""
-    limited = policy_key(service, rate_limit={"requests": 2, "seconds": 60})
+    limited = new_key(service, rate_limit={"requests": 2, "seconds": 60})
     answers = [through(gateway, limited) for _ in range(4)]
     assert [answer.status for answer in answers] == [200, 200, 429, 429]
     assert len(upstream.received) == 2
@@ -477,10 +501,7 @@ def test_a_refusal_for_the_scopes_spends_what_the_gateway_asks_of_the_keys_own_l
 ):
     """A key lacking the scope is refused 403 until its own limit is spent: through nginx,
     which asks twice, after half the requests."""
-    sdk = sdk_key(service)
-    body = {"name": "no read", "kind": "custom", "scopes": ["site:read"]}
-    body["rate_limit"] = {"requests": 4, "seconds": 60}
-    lacking = service.request("POST", "/api/keys", sdk, body).json()["key"]
+    lacking = new_key(service, scopes=["site:read"], rate_limit={"requests": 4, "seconds": 60})
     statuses = [through(gateway, lacking).status for _ in range(5)]
     forbidden = 4 // CHECKS_PER_REFUSAL[gateway_name]
     assert statuses == [403] * forbidden + [429] * (5 - forbidden)
@@ -491,7 +512,7 @@ def test_a_key_with_allowed_ips_passes_from_its_address_and_gets_403_from_anothe
 ):
     """The service judges the address the gateway forwards (TRUSTED_PROXIES=1), the
     client's connection's: 127.0.0.1 is allowed, 127.0.0.2 not."""
-    placed = policy_key(service, allowed_ips=["127.0.0.1/32"])
+    placed = new_key(service, allowed_ips=["127.0.0.1/32"])
     passed = through(gateway, placed, source="127.0.0.1")
     assert passed.status == 200
     assert passed.header("RateLimit") == passed.header("RateLimit-Policy") == []  # no limit
@@ -554,7 +575,10 @@ def test_failed_authentications_count_for_the_client_whatever_address_it_names(
     assert upstream.received == []
 
 
-def test_a_service_that_does_not_answer_is_the_gateways_502(gateway, service, upstream):
-    service.stop()
-    assert through(gateway, "ak_anything").status == 502
+def test_a_service_that_does_not_answer_is_the_gateways_502(start_gateway, upstream):
+    """The check's address is a port bound to no server: every connection is refused."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # held, so that no other server takes it meanwhile
+        port = start_gateway(closed.getsockname()[1], upstream.server_address[1])
+        assert through(port, "ak_anything").status == 502
     assert upstream.received == []
