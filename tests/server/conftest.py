@@ -221,9 +221,10 @@ def operator(server) -> Iterator[Flask]:
 
 
 @pytest.fixture
-def org(operator, request) -> Org:
+def server_org(operator, request) -> Org:
     """An organization of the test's own on the module's server, named after the test, so
-    that tests sharing a server count only their own keys and spend their own limits."""
+    that tests sharing a server count only their own keys and spend their own limits. (Not
+    `org`: that is the in-process tests' organization, tests/conftest.py's.)"""
     name = re.sub(r"\W", "-", request.node.name)
     with operator.app_context():
         _, made = create_organization(name)

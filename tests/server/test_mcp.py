@@ -43,7 +43,7 @@ from mcp_types.version import (
 from app import keyformat
 from app.scopes import SCOPES
 from tests.processes import PROJECT, run, service_env
-from tests.server.conftest import REQUEST_TIMEOUT, Server, launch, stop
+from tests.server.conftest import REQUEST_TIMEOUT, Org, Server, launch, stop
 from tests.server.test_gunicorn import in_parallel, sdk_key
 from tests.server.test_secrets_in_logs import secrets_of
 from tests.test_mcp import TOOLS
@@ -65,6 +65,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield server
     finally:
         stop(server)
+
+
+@pytest.fixture
+def org(server_org: Org) -> Org:
+    """Each test's organization: one of its own on the module's server."""
+    return server_org
 
 
 @asynccontextmanager

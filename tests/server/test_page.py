@@ -29,7 +29,7 @@ import pytest
 from app import policy
 from app.keyformat import new_key
 from tests.processes import PROJECT
-from tests.server.conftest import Server, launch, stop
+from tests.server.conftest import Org, Server, launch, stop
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is a dev dependency: make install"
@@ -86,6 +86,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield server
     finally:
         stop(server)
+
+
+@pytest.fixture
+def org(server_org: Org) -> Org:
+    """Each test's organization: one of its own on the module's server."""
+    return server_org
 
 
 @pytest.fixture(scope="session")
