@@ -9,9 +9,11 @@ with `set -euo pipefail`, and `curl` is a function that adds `--fail-with-body -
 --show-error`: an answer of 400 or more fails the run, with its body. It runs in a folder of
 its own, where `.venv` is the project's virtual environment and `instance/api-keys.sqlite3` a
 small SQLite database (what the backup commands copy), with `KEY` the SDK Integration key
-the test's server printed on its first start and `DATABASE_URL` that server's database (so
-that `flask --app app ...` works on it). The one change made to the text: the base URL of
-`make run`, http://127.0.0.1:5000, becomes the test server's.
+the server printed on its first start and `DATABASE_URL` that server's database (so that
+`flask --app app ...` works on it). The one change made to the text: the base URL of
+`make run`, http://127.0.0.1:5000, becomes the test server's. The pages run one after the
+other on one server, as a reader's would: each changes only keys it makes itself (by their
+$ID) or an organization of its own (acme), and none counts what the others leave.
 
 Needs curl and jq (the walkthrough reads a new key out of its answer with jq); skipped,
 saying so, without them.
@@ -25,6 +27,7 @@ import shlex
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -32,7 +35,7 @@ import pytest
 from app import keyformat
 from tests.contract import KEY_FIELDS
 from tests.processes import BIN, PROJECT, service_env
-from tests.server.conftest import START_TIMEOUT
+from tests.server.conftest import START_TIMEOUT, Server, launch, stop
 from tests.server.test_gunicorn import sdk_key
 from tests.test_revoke import LEAKED
 
@@ -203,10 +206,20 @@ needs_tools = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    """The server every page's blocks run against."""
+    server = launch(tmp_path_factory.mktemp("docs") / "server", workers=2)
+    try:
+        server.wait_until_ready(2)
+        yield server
+    finally:
+        stop(server)
+
+
 @needs_tools
 @pytest.mark.parametrize("page", [page for page in PAGES if to_run(page)])
-def test_the_shell_blocks_of_a_page_run_as_written(page, start_server, tmp_path):
-    server = start_server(workers=2)
+def test_the_shell_blocks_of_a_page_run_as_written(page, server, tmp_path):
     folder = tmp_path / "reader"
     (folder / "instance").mkdir(parents=True)
     (folder / ".venv").symlink_to(BIN.parent)

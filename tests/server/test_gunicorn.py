@@ -1,7 +1,11 @@
 """The service under real gunicorn workers (contract sections 2, 7 and 8): the first start
 makes one organization however many workers race, a deleted or expired key fails on every
 worker at once, and a killed worker is replaced with the data intact. HOST may be an IPv6
-address (`HOST=::1 make run`)."""
+address (`HOST=::1 make run`).
+
+The tests that only look at a first start (its organizations, keys and output) share one
+server as it first started; those that change things share another, each in an
+organization of its own."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -20,9 +25,32 @@ import pytest
 
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 from tests.processes import BIN, PROJECT, run, service_env
-from tests.server.conftest import READY, START_TIMEOUT, free_port
+from tests.server.conftest import READY, START_TIMEOUT, Org, Server, free_port, launch, stop
 
 WORKERS = 3
+
+
+def running(tmp_path_factory, workers: int) -> Iterator[Server]:
+    server = launch(tmp_path_factory.mktemp("gunicorn") / "server", workers)
+    try:
+        server.wait_until_ready(workers)
+        yield server
+    finally:
+        stop(server)
+
+
+@pytest.fixture(scope="module")
+def first_start(tmp_path_factory) -> Iterator[Server]:
+    """A server as several workers first started it, for the tests that only look at it: none
+    of them writes anything, so each sees the first start's organizations, keys and output."""
+    yield from running(tmp_path_factory, 2 * WORKERS)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    """One server for the tests that change things, each in an organization of its own
+    (server_org); a test that kills a worker waits until its replacement is ready."""
+    yield from running(tmp_path_factory, WORKERS)
 
 
 def organizations(server) -> list[str]:
@@ -51,23 +79,21 @@ def in_parallel(count: int, call) -> list:
         return list(pool.map(lambda _: call(), range(count)))
 
 
-def test_first_start_with_several_workers_makes_exactly_one_default_organization(start_server):
-    server = start_server(workers=2 * WORKERS)
-    assert organizations(server) == ["default"]
-    assert key_count(server) == 2
+def test_first_start_with_several_workers_makes_exactly_one_default_organization(first_start):
+    assert organizations(first_start) == ["default"]
+    assert key_count(first_start) == 2
 
 
-def test_first_start_prints_the_two_keys_exactly_once(start_server):
-    server = start_server(workers=WORKERS)
-    output = server.output()
-    keys = printed_keys(server)
+def test_first_start_prints_the_two_keys_exactly_once(first_start):
+    output = first_start.output()
+    keys = printed_keys(first_start)
     assert len(keys) == 2 and len(set(keys)) == 2, output
     notices = [line for line in output.splitlines() if NOT_SHOWN_AGAIN.search(line)]
     assert len(notices) == 1, output
 
 
-def test_printed_sdk_key_authenticates_over_http(start_server):
-    server = start_server(workers=WORKERS)
+def test_printed_sdk_key_authenticates_over_http(first_start):
+    server = first_start
     sdk = sdk_key(server)
     answers = in_parallel(2 * WORKERS, lambda: server.request("GET", "/api/keys", sdk))
     assert [answer.status for answer in answers] == [200] * (2 * WORKERS)
@@ -78,15 +104,13 @@ def test_printed_sdk_key_authenticates_over_http(start_server):
     }
 
 
-def test_healthz_answers_without_authentication(start_server):
-    server = start_server(workers=WORKERS)
-    answer = server.request("GET", "/healthz")
+def test_healthz_answers_without_authentication(first_start):
+    answer = first_start.request("GET", "/healthz")
     assert (answer.status, answer.json()) == (200, {"status": "ok"})
 
 
-def test_deleted_key_is_refused_by_every_worker_at_once(start_server):
-    server = start_server(workers=WORKERS)
-    sdk = sdk_key(server)
+def test_deleted_key_is_refused_by_every_worker_at_once(server, server_org: Org):
+    sdk = server_org.sdk
     body = {"name": "doomed", "kind": "custom", "scopes": ["monitor:read"]}
     created = server.request("POST", "/api/keys", sdk, body)
     assert created.status == 201, created.body
@@ -102,18 +126,18 @@ def test_deleted_key_is_refused_by_every_worker_at_once(start_server):
     assert all(a.headers.get("WWW-Authenticate") == 'Basic realm="api"' for a in after)
 
 
-def test_killed_worker_is_replaced_and_the_data_is_still_there(start_server):
-    server = start_server(workers=WORKERS)
-    sdk = sdk_key(server)
+def test_killed_worker_is_replaced_and_the_data_is_still_there(server, server_org: Org):
+    sdk = server_org.sdk
     body = {"name": "survivor", "kind": "custom", "scopes": ["site:read"]}
     created = server.request("POST", "/api/keys", sdk, body)
     assert created.status == 201, created.body
     survivor = created.json()["key"]
+    made = sorted(organizations(server))
     before = server.worker_pids()
     assert len(before) == WORKERS, before
     victim = min(before)
     os.kill(victim, signal.SIGKILL)
-    server.wait_until_ready(WORKERS + 1)  # a new worker has loaded the app
+    server.wait_until_ready(len(server.ready_pids) + 1)  # a new worker has loaded the app
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         now = server.worker_pids()
@@ -126,15 +150,14 @@ def test_killed_worker_is_replaced_and_the_data_is_still_there(start_server):
     assert {answer.status for answer in answers} == {200}
     names = {key["name"] for key in answers[0].json()["data"]}
     assert names == {"Telemetry", "SDK Integration", "survivor"}
-    assert organizations(server) == ["default"]
-    assert len(printed_keys(server)) == 2  # the new worker printed no keys
+    assert sorted(organizations(server)) == made  # the new worker made no organization
+    assert len(printed_keys(server)) == 2  # nor printed any key
 
 
-def test_a_key_expires_on_every_worker_at_its_instant(start_server):
+def test_a_key_expires_on_every_worker_at_its_instant(server, server_org: Org):
     """Expiry set after every worker has seen the key, and a rotation's grace period: both
     end on every worker at the instant, with 401 expired_key (CONTRACT.md section 9)."""
-    server = start_server(workers=WORKERS)
-    sdk = sdk_key(server)
+    sdk = server_org.sdk
     body = {"name": "short-lived", "kind": "custom", "scopes": ["monitor:read"]}
     made = server.request("POST", "/api/keys", sdk, body).json()["key"]
     rotated = server.request("POST", "/api/keys", sdk, body).json()["key"]
