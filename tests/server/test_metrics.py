@@ -5,6 +5,10 @@ configurations docs/metrics.md shows (examples/prometheus*.yml), scrapes the ser
 answers a query of its request counter. A reverse proxy on the service's machine (nginx,
 Caddy) exposes nothing: a scrape through it is 404, whatever TRUSTED_PROXIES says.
 
+The tests share a server for each of the settings they need, and count what they did
+themselves in what its scrapes add up; the test that kills a worker and looks at a start's
+own metrics files starts its own.
+
 Needs Debian's `prometheus` package (/usr/bin/promtool and /usr/bin/prometheus, or
 $PROMTOOL and $PROMETHEUS): apt-get install -y prometheus. The tests that need one are
 skipped, saying so, without it."""
@@ -21,7 +25,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,7 +33,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.processes import PROJECT
-from tests.server.conftest import Server, free_port
+from tests.server.conftest import Server, free_port, launch, stop
 from tests.server.test_docs import blocks
 from tests.server.test_gateway import CADDY, NGINX, answers
 from tests.server.test_gunicorn import sdk_key
@@ -59,20 +63,28 @@ TOKEN_FILE = "api-keys-metrics-token"
 QUERY = re.compile(r"^\| [^|`]+ \| `([^`]+)` \|$", re.MULTILINE)
 
 
-def counts(server: Server, name: str, **labels: str) -> float:
-    """One sample of a scrape of `server` (0 when the scrape has none)."""
-    answer = server.request("GET", "/metrics")
-    assert answer.status == 200, answer.body
-    for family in text_string_to_metric_families(answer.body.decode()):
+def counts(server: Server, name: str, token: str | None = None, **labels: str) -> float:
+    """One sample of a scrape of `server`, with the Bearer `token` if given (0 when the
+    scrape has none)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        connection.request("GET", "/metrics", headers=headers)
+        answer = connection.getresponse()
+        body = answer.read().decode()
+    finally:
+        connection.close()
+    assert answer.status == 200, body
+    for family in text_string_to_metric_families(body):
         for sample in family.samples:
             if sample.name == name and sample.labels == labels:
                 return sample.value
     return 0.0
 
 
-def gets(server: Server, **labels: str) -> float:
-    labels = {"endpoint": "keys.get_key", "method": "GET", "status": "200"} | labels
-    return counts(server, "api_keys_requests_total", **labels)
+def gets(server: Server, token: str | None = None) -> float:
+    labels = {"endpoint": "keys.get_key", "method": "GET", "status": "200"}
+    return counts(server, "api_keys_requests_total", token, **labels)
 
 
 @contextmanager
@@ -86,6 +98,27 @@ def only(server: Server, worker: int) -> Iterator[None]:
     finally:
         for pid in others:
             os.kill(pid, signal.SIGCONT)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Iterator[Callable[..., Server]]:
+    """The module's servers, one for each number of workers and settings the tests ask
+    for, started when first asked for: by default 2 workers, so that a scrape adds up both."""
+    servers: dict[tuple, Server] = {}
+
+    def server(workers: int = 2, **env: str) -> Server:
+        settings = (workers, *sorted(env.items()))
+        if settings not in servers:
+            folder = tmp_path_factory.mktemp("metrics") / "server"
+            servers[settings] = launch(folder, workers, env)
+            servers[settings].wait_until_ready(workers)
+        return servers[settings]
+
+    try:
+        yield server
+    finally:
+        for running in servers.values():
+            stop(running)
 
 
 @pytest.fixture
@@ -133,8 +166,8 @@ def test_every_worker_answers_with_the_counts_of_all_and_a_killed_ones_stay(
 
 
 @needs_promtool
-def test_promtool_finds_nothing_to_say_of_a_real_scrape(start_server):
-    server = start_server(workers=2)
+def test_promtool_finds_nothing_to_say_of_a_real_scrape(shared):
+    server = shared()
     sdk = sdk_key(server)
     made = server.request("POST", "/api/keys", sdk, {"name": "m", "kind": "telemetry"})
     key = made.json()["key"]
@@ -175,14 +208,13 @@ def prometheus_query(port: int, query: str) -> list[dict]:
 
 @needs_prometheus
 @pytest.mark.parametrize("path", list(CONFIGURATIONS))
-def test_a_real_prometheus_scrapes_the_service_with_the_configuration_shown(
-    start_server, tmp_path, path
-):
+def test_a_real_prometheus_scrapes_the_service_with_the_configuration_shown(shared, tmp_path, path):
     token = path.endswith("-token.yml")
-    server = start_server(workers=2, env={"METRICS_TOKEN": TOKEN} if token else None)
+    server = shared(METRICS_TOKEN=TOKEN) if token else shared()
     if token:
         assert server.request("GET", "/metrics").status == 404  # loopback, but no token
     sdk = sdk_key(server)
+    before = gets(server, TOKEN if token else None)  # what other tests got of this server
     for _ in range(3):
         assert server.request("GET", f"/api/keys/{sdk}", sdk).status == 200
     folder = tmp_path / "prometheus"
@@ -222,7 +254,7 @@ def test_a_real_prometheus_scrapes_the_service_with_the_configuration_shown(
             (s["metric"]["endpoint"], s["metric"]["method"], s["metric"]["status"]): s["value"][1]
             for s in found
         }
-        assert series[("keys.get_key", "GET", "200")] == "3"
+        assert float(series[("keys.get_key", "GET", "200")]) == before + 3
         [up] = prometheus_query(port, 'up{job="api-keys"}')
         assert up["value"][1] == "1"
         queries = QUERY.findall((PROJECT / DOC).read_text())
@@ -326,13 +358,13 @@ def scrape(port: int, source: str = "127.0.0.1", path: str = "/metrics") -> int:
 
 @pytest.mark.parametrize("trusted", [None, "1"])
 @pytest.mark.parametrize("name", sorted(PROXIES))
-def test_a_proxy_on_the_services_machine_exposes_no_metrics(start_server, tmp_path, name, trusted):
+def test_a_proxy_on_the_services_machine_exposes_no_metrics(shared, tmp_path, name, trusted):
     """Without METRICS_TOKEN: the service's own machine reads /metrics directly; through a
     proxy there, a client (here from 127.0.0.2, any client) gets 404, whether
     TRUSTED_PROXIES is unset (every request seems to come from the proxy's 127.0.0.1) or
     set (the proxy forwards a loopback client)."""
-    env = {} if trusted is None else {"TRUSTED_PROXIES": trusted}
-    server = start_server(workers=1, env=env)
+    # The other tests' server; for TRUSTED_PROXIES, one worker, the cheapest to start.
+    server = shared() if trusted is None else shared(1, TRUSTED_PROXIES=trusted)
     assert scrape(server.port) == 200
     with proxy(name, tmp_path / name, server.port) as port:
         assert scrape(port, source="127.0.0.2") == 404
