@@ -19,7 +19,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -675,6 +675,25 @@ def test_paging_and_the_kind_filter_work_as_in_the_api(tab, server, org):
     expect(page.get_by_text("Page 1 of 1 · 10 keys")).to_be_visible()
 
 
+def held_back(page: Page, pattern: str, choose) -> Callable[[], None]:
+    """Route the requests matching `pattern` into a hold, `choose()` (which sends one), and
+    wait until it is held; returns what lets it go and waits for its answer to arrive."""
+    held = []
+    page.route(pattern, lambda route: held.append(route))
+    choose()
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not held:
+        assert time.monotonic() < deadline, f"no request for {pattern}"
+        page.wait_for_timeout(50)
+
+    def release() -> None:
+        with page.expect_response(lambda answer: answer.request == held[0].request):
+            held[0].continue_()
+        page.wait_for_timeout(200)  # the page's handling of it, had it been kept
+
+    return release
+
+
 def test_an_older_list_answer_arriving_last_is_not_shown(tab, server, org):
     """Keys per page chosen twice quickly: the first choice's answer, held back until the
     second's has arrived, must not replace it."""
@@ -683,15 +702,11 @@ def test_an_older_list_answer_arriving_last_is_not_shown(tab, server, org):
     page = tab.page
     use_key(page, org.sdk)
     expect(page.get_by_text("Page 1 of 1 · 14 keys")).to_be_visible()
-    held = []
-    page.route("**/api/keys?*page_size=25*", lambda route: held.append(route))
-    page.get_by_label("Keys per page", exact=True).select_option("25")
-    page.wait_for_timeout(200)
-    assert len(held) == 1
-    page.get_by_label("Keys per page", exact=True).select_option("10")
+    per_page = page.get_by_label("Keys per page", exact=True)
+    release = held_back(page, "**/api/keys?*page_size=25*", lambda: per_page.select_option("25"))
+    per_page.select_option("10")
     expect(page.get_by_text("Page 1 of 2 · 14 keys")).to_be_visible()
-    held[0].continue_()
-    page.wait_for_timeout(500)
+    release()
     expect(page.get_by_text("Page 1 of 2 · 14 keys")).to_be_visible()
     assert len(names_listed(page)) == 10
     expect(page.get_by_role("button", name="Next page")).to_be_enabled()
@@ -1830,6 +1845,27 @@ def test_the_audit_log_shows_the_organizations_events(tab, server, org, screensh
     page.get_by_role("button", name="Forget key").click()
     expect(page.get_by_role("heading", name="Audit log")).to_be_hidden()
     expect(page.get_by_label("API key", exact=True)).to_be_focused()
+
+
+def test_an_older_audit_answer_arriving_last_is_not_shown(tab, server, org):
+    """An action chosen, then events per page, quickly: the action's answer, held back until
+    the second's has arrived, must not replace it."""
+    for number in range(1, 12):
+        make_key(server, org.sdk, f"Key {number:02}")
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Audit log").click()
+    expect(page.get_by_text("Page 1 of 1 · 13 events")).to_be_visible()
+    action = page.get_by_label("Action", exact=True)
+    release = held_back(
+        page, "**/api/audit?*action=key.created*", lambda: action.select_option("key.created")
+    )
+    page.route("**/api/audit?*action=key.created*", lambda route: route.continue_())
+    page.get_by_label("Events per page", exact=True).select_option("10")
+    expect(page.get_by_text("Page 1 of 2 · 13 events")).to_be_visible()
+    release()
+    expect(page.get_by_text("Page 1 of 2 · 13 events")).to_be_visible()
+    expect(page.get_by_role("table", name="Audit log").get_by_role("row")).to_have_count(11)
 
 
 def test_the_audit_log_is_offered_only_to_a_key_holding_every_scope(tab, server, org):

@@ -129,8 +129,13 @@ function eventRow(event) {
   return row;
 }
 
-/** Show log.page; false when it could not be read. */
+/** The number of the newest read: an answer to an older one is dropped, so that filters
+ * changed quickly show what was chosen last, whichever answer comes in last. */
+let newestRead = 0;
+
+/** Show log.page; false when it could not be read, or a newer read was asked for since. */
 async function loadEvents() {
+  const read = ++newestRead;
   const query = new URLSearchParams({ page: log.page, page_size: log.pageSize });
   if (log.action) {
     query.set("action", log.action);
@@ -141,10 +146,17 @@ async function loadEvents() {
   try {
     answer = await api("GET", `api/audit?${query}`);
   } catch (error) {
-    report(auditError, error);
+    if (read === newestRead) {
+      report(auditError, error);
+    }
     return false;
   } finally {
-    table.removeAttribute("aria-busy");
+    if (read === newestRead) {
+      table.removeAttribute("aria-busy");
+    }
+  }
+  if (read !== newestRead) {
+    return false; // a newer read is on its way
   }
   auditError.clear();
   const rows = answer.data.map(eventRow);
@@ -166,6 +178,7 @@ async function loadEvents() {
 
 /** Out of the audit log (if shown), which starts afresh next time. */
 export function closeAudit() {
+  newestRead += 1; // an answer still on its way is dropped
   $("audit").hidden = true;
   Object.assign(log, { page: 1, action: "" });
   $("audit-action").value = "";
