@@ -33,7 +33,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.processes import PROJECT
-from tests.server.conftest import Server, free_port, launch, stop
+from tests.server.conftest import REQUEST_TIMEOUT, Server, free_port, launch, stop
 from tests.server.test_docs import blocks
 from tests.server.test_gateway import CADDY, NGINX, answers
 from tests.server.test_gunicorn import sdk_key
@@ -67,7 +67,7 @@ def counts(server: Server, name: str, token: str | None = None, **labels: str) -
     """One sample of a scrape of `server`, with the Bearer `token` if given (0 when the
     scrape has none)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=REQUEST_TIMEOUT)
     try:
         connection.request("GET", "/metrics", headers=headers)
         answer = connection.getresponse()
@@ -347,7 +347,7 @@ def proxy(name: str, folder: Path, service: int) -> Iterator[int]:
 
 def scrape(port: int, source: str = "127.0.0.1", path: str = "/metrics") -> int:
     connection = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=10, source_address=(source, 0)
+        "127.0.0.1", port, timeout=REQUEST_TIMEOUT, source_address=(source, 0)
     )
     try:
         connection.request("GET", path)
