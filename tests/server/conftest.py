@@ -20,6 +20,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,6 +182,20 @@ def launch(run: Path, workers: int = 3, env: dict[str, str] | None = None) -> Se
 def stop(server: Server) -> None:
     server.stop()
     drop_database(server.database)
+
+
+@contextmanager
+def serving(
+    tmp_path_factory, name: str, workers: int, env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """A server started in a new folder named after `name`, ready; stopped afterwards. For the
+    module-scoped servers that a module's tests share."""
+    server = launch(tmp_path_factory.mktemp(name) / "server", workers, env)
+    try:
+        server.wait_until_ready(workers)
+        yield server
+    finally:
+        stop(server)
 
 
 @pytest.fixture

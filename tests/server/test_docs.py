@@ -35,7 +35,7 @@ import pytest
 from app import keyformat
 from tests.contract import KEY_FIELDS
 from tests.processes import BIN, PROJECT, service_env
-from tests.server.conftest import START_TIMEOUT, Server, launch, stop
+from tests.server.conftest import START_TIMEOUT, Server, serving
 from tests.server.test_gunicorn import sdk_key
 from tests.test_revoke import LEAKED
 
@@ -209,12 +209,8 @@ needs_tools = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     """The server every page's blocks run against."""
-    server = launch(tmp_path_factory.mktemp("docs") / "server", workers=2)
-    try:
-        server.wait_until_ready(2)
+    with serving(tmp_path_factory, "docs", 2) as server:
         yield server
-    finally:
-        stop(server)
 
 
 @needs_tools

@@ -18,7 +18,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from app.extensions import db
 from app.keyformat import identifier_of
 from examples import monitors
-from tests.server.conftest import Server, free_port, launch, stop
+from tests.server.conftest import Server, free_port, serving
 from tests.server.test_gunicorn import sdk_key
 
 CACHE_SECONDS = 1.0
@@ -28,12 +28,8 @@ CACHE_SECONDS = 1.0
 def service(tmp_path_factory) -> Iterator[Server]:
     """One server for the module's tests: each makes keys and organizations of its own, and
     none comes near the service's limits."""
-    server = launch(tmp_path_factory.mktemp("remote") / "server", workers=2)
-    try:
-        server.wait_until_ready(2)
+    with serving(tmp_path_factory, "remote", 2) as server:
         yield server
-    finally:
-        stop(server)
 
 
 @pytest.fixture

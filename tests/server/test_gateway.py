@@ -40,7 +40,7 @@ from app import keyformat
 from app.scopes import SCOPES
 from tests.contract import METADATA_BYTES, metadata_of
 from tests.processes import PROJECT
-from tests.server.conftest import START_TIMEOUT, Server, free_port, launch, stop
+from tests.server.conftest import START_TIMEOUT, Server, free_port, serving
 from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import sdk_key
 from tests.test_masking import leaked
@@ -156,12 +156,8 @@ def service(tmp_path_factory) -> Iterator[Server]:
     """The service behind the module's gateways."""
     env = {"RATELIMIT_INTROSPECT": f"{CHECKS}/minute", "TRUSTED_PROXIES": "1"}
     # One worker, the cheapest to start: however many, they count in one file of the host.
-    server = launch(tmp_path_factory.mktemp("gateway") / "server", workers=1, env=env)
-    try:
-        server.wait_until_ready(1)
+    with serving(tmp_path_factory, "gateway", 1, env) as server:
         yield server
-    finally:
-        stop(server)
 
 
 def nginx_config(port: int, api_keys: int, monitors: int, folder: Path) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from app import keyformat
 from tests.processes import BIN
-from tests.server.conftest import Server, launch, stop
+from tests.server.conftest import Server, serving
 from tests.server.test_gunicorn import sdk_key
 
 PACKAGE = "api_keys_service_client"
@@ -28,16 +28,12 @@ REDOCLY = "@redocly/cli@2.77.0"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Path:
     """The document as a client fetches it."""
-    server = launch(tmp_path_factory.mktemp("document") / "server", workers=1)
-    try:
-        server.wait_until_ready(1)
+    with serving(tmp_path_factory, "document", 1) as server:
         answer = server.request("GET", "/openapi.json")
-        assert answer.status == 200
-        path = tmp_path_factory.mktemp("document") / "openapi.json"
-        path.write_bytes(answer.body)
-        return path
-    finally:
-        stop(server)
+    assert answer.status == 200
+    path = tmp_path_factory.mktemp("document") / "openapi.json"
+    path.write_bytes(answer.body)
+    return path
 
 
 def generate(document: Path, output: Path) -> str:

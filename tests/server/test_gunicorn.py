@@ -25,32 +25,32 @@ import pytest
 
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 from tests.processes import BIN, PROJECT, run, service_env
-from tests.server.conftest import READY, START_TIMEOUT, Org, Server, free_port, launch, stop
+from tests.server.conftest import (
+    READY,
+    START_TIMEOUT,
+    Org,
+    Server,
+    free_port,
+    serving,
+)
 
 WORKERS = 3
-
-
-def running(tmp_path_factory, workers: int) -> Iterator[Server]:
-    server = launch(tmp_path_factory.mktemp("gunicorn") / "server", workers)
-    try:
-        server.wait_until_ready(workers)
-        yield server
-    finally:
-        stop(server)
 
 
 @pytest.fixture(scope="module")
 def first_start(tmp_path_factory) -> Iterator[Server]:
     """A server as several workers first started it, for the tests that only look at it: none
     of them writes anything, so each sees the first start's organizations, keys and output."""
-    yield from running(tmp_path_factory, 2 * WORKERS)
+    with serving(tmp_path_factory, "first-start", 2 * WORKERS) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     """One server for the tests that change things, each in an organization of its own
     (server_org); a test that kills a worker waits until its replacement is ready."""
-    yield from running(tmp_path_factory, WORKERS)
+    with serving(tmp_path_factory, "gunicorn", WORKERS) as server:
+        yield server
 
 
 def organizations(server) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from app import keyformat
 from tests.processes import BIN, PROJECT, service_env
-from tests.server.conftest import free_port
+from tests.server.conftest import free_port, serving
 from tests.server.test_gunicorn import in_parallel, sdk_key
 
 # gunicorn.conf.py's default: two workers per CPU, plus one.
@@ -42,14 +42,8 @@ def limited_key(server, manager: str, requests: int, seconds: int) -> str:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """One server as `make run` starts it, for the module's tests (each uses keys of its own)."""
-    from tests.server.conftest import launch, stop
-
-    server = launch(tmp_path_factory.mktemp("host-limits") / "server", DEFAULT_WORKERS, DEFAULT)
-    try:
-        server.wait_until_ready(DEFAULT_WORKERS)
+    with serving(tmp_path_factory, "host-limits", DEFAULT_WORKERS, DEFAULT) as server:
         yield server, sdk_key(server)
-    finally:
-        stop(server)
 
 
 @pytest.mark.parametrize("trial", range(3))

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.server.conftest import Server, launch, stop
+from tests.server.conftest import Server, serving
 from tests.server.test_gunicorn import sdk_key
 
 # The limits on, high enough that the examples are answered by the service, not by 429.
@@ -99,12 +99,8 @@ def assert_no_fault(server: Server) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = launch(tmp_path_factory.mktemp("hostile") / "server", workers=2, env=HIGH_LIMITS)
-    try:
-        server.wait_until_ready(2)
+    with serving(tmp_path_factory, "hostile", 2, HIGH_LIMITS) as server:
         yield server
-    finally:
-        stop(server)
 
 
 # A header value: any bytes but the line ends that would frame another header.

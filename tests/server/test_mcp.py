@@ -43,7 +43,7 @@ from mcp_types.version import (
 from app import keyformat
 from app.scopes import SCOPES
 from tests.processes import PROJECT, run, service_env
-from tests.server.conftest import REQUEST_TIMEOUT, Org, Server, launch, stop
+from tests.server.conftest import REQUEST_TIMEOUT, Org, Server, serving
 from tests.server.test_gunicorn import in_parallel, sdk_key
 from tests.server.test_secrets_in_logs import secrets_of
 from tests.test_mcp import TOOLS
@@ -59,12 +59,8 @@ def server(tmp_path_factory) -> Iterator[Server]:
     own, and spends the rate limit of keys of its own. Usage is written five times a second:
     a use shows in a key's usage within a second."""
     env = {"USAGE_FLUSH_SECONDS": "0.2"}
-    server = launch(tmp_path_factory.mktemp("mcp") / "server", WORKERS, env)
-    try:
-        server.wait_until_ready(WORKERS)
+    with serving(tmp_path_factory, "mcp", WORKERS, env) as server:
         yield server
-    finally:
-        stop(server)
 
 
 @pytest.fixture

@@ -26,14 +26,14 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.processes import PROJECT
-from tests.server.conftest import REQUEST_TIMEOUT, Server, free_port, launch, stop
+from tests.server.conftest import REQUEST_TIMEOUT, Server, free_port, serving
 from tests.server.test_docs import blocks
 from tests.server.test_gateway import CADDY, NGINX, answers
 from tests.server.test_gunicorn import sdk_key
@@ -105,20 +105,16 @@ def shared(tmp_path_factory) -> Iterator[Callable[..., Server]]:
     """The module's servers, one for each number of workers and settings the tests ask
     for, started when first asked for: by default 2 workers, so that a scrape adds up both."""
     servers: dict[tuple, Server] = {}
+    with ExitStack() as started:
 
-    def server(workers: int = 2, **env: str) -> Server:
-        settings = (workers, *sorted(env.items()))
-        if settings not in servers:
-            folder = tmp_path_factory.mktemp("metrics") / "server"
-            servers[settings] = launch(folder, workers, env)
-            servers[settings].wait_until_ready(workers)
-        return servers[settings]
+        def server(workers: int = 2, **env: str) -> Server:
+            settings = (workers, *sorted(env.items()))
+            if settings not in servers:
+                running = serving(tmp_path_factory, "metrics", workers, env)
+                servers[settings] = started.enter_context(running)
+            return servers[settings]
 
-    try:
         yield server
-    finally:
-        for running in servers.values():
-            stop(running)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.server.conftest import Server, launch, stop
+from tests.server.conftest import Server, serving
 from tests.server.test_gunicorn import sdk_key
 from tests.server.test_write_races import at_once
 
@@ -25,16 +25,10 @@ ROUNDS = 3
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    started = launch(
-        tmp_path_factory.mktemp("organization-limit") / "server",
-        WORKERS,
-        {"RATELIMIT_ENABLED": "false"},
-    )
-    try:
-        started.wait_until_ready(WORKERS)
-        yield started
-    finally:
-        stop(started)
+    with serving(
+        tmp_path_factory, "organization-limit", WORKERS, {"RATELIMIT_ENABLED": "false"}
+    ) as server:
+        yield server
 
 
 def key_count(server: Server) -> int:

@@ -29,7 +29,7 @@ import pytest
 from app import policy
 from app.keyformat import new_key
 from tests.processes import PROJECT
-from tests.server.conftest import Org, Server, launch, stop
+from tests.server.conftest import Org, Server, serving
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is a dev dependency: make install"
@@ -80,12 +80,8 @@ def server(tmp_path_factory) -> Iterator[Server]:
         "WEBHOOK_ALLOW_PRIVATE": "true",
         "WEBHOOK_POLL_SECONDS": "0.2",
     }
-    server = launch(tmp_path_factory.mktemp("page") / "server", workers=2, env=env)
-    try:
-        server.wait_until_ready(2)
+    with serving(tmp_path_factory, "page", 2, env) as server:
         yield server
-    finally:
-        stop(server)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from app.keyformat import identifier_of
-from tests.server.conftest import Response, Server, launch, stop
+from tests.server.conftest import Response, Server, serving
 from tests.server.test_gunicorn import sdk_key
 
 WORKERS = 4
@@ -34,12 +34,8 @@ WIDENED = ["site:read", "site:write"]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     """One server for the module's races (starting one takes seconds)."""
-    started = launch(tmp_path_factory.mktemp("write-races") / "server", WORKERS, NO_LIMITS)
-    try:
-        started.wait_until_ready(WORKERS)
-        yield started
-    finally:
-        stop(started)
+    with serving(tmp_path_factory, "write-races", WORKERS, NO_LIMITS) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
