@@ -9,7 +9,6 @@ scripts from this origin only.
 
 from __future__ import annotations
 
-import json
 from importlib.resources import files
 
 from flask import Blueprint, Response, abort, current_app, request, send_from_directory
@@ -88,7 +87,7 @@ def _revalidated(body: str, mimetype: str) -> Response:
 
 @bp.get("/openapi.json")
 def document() -> Response:
-    return _revalidated(json.dumps(openapi.document(current_app)), "application/json")
+    return _revalidated(openapi.text(current_app), "application/json")
 
 
 @bp.get("/docs")

@@ -9,6 +9,7 @@ cannot fall behind the code. Bodies and list parameters come from the schemas.
 
 from __future__ import annotations
 
+import json
 import re
 from importlib.metadata import metadata, version
 from typing import Any
@@ -99,11 +100,17 @@ OUTPUTS = (
 )
 
 
-def document(app: Flask) -> dict[str, Any]:
-    """The document of `app`, built on first use and kept with the app."""
+def text(app: Flask) -> str:
+    """The document of `app` as JSON, built and written on first use and kept with the app:
+    every request for it sends the same text."""
     if "openapi" not in app.extensions:
-        app.extensions["openapi"] = build(app)
+        app.extensions["openapi"] = json.dumps(build(app))
     return app.extensions["openapi"]
+
+
+def document(app: Flask) -> dict[str, Any]:
+    """The document of `app`, read from its text."""
+    return json.loads(text(app))
 
 
 def documented_routes(app: Flask) -> set[tuple[str, str, str]]:

@@ -99,7 +99,8 @@ def start(
     server_env |= {"PYTHONPATH": str(project), **env}
     workers = setting("WORKERS", 4)
     config = config or project / "gunicorn.conf.py"
-    command = [str(BIN / "gunicorn"), "--config", str(config)]
+    # As `make run` starts it: the interpreter optimized (-OO), for both services.
+    command = [str(BIN / "python"), "-OO", "-m", "gunicorn", "--config", str(config)]
     command += ["--workers", str(workers), "--worker-class", setting("WORKER_CLASS", "sync")]
     command += ["--bind", f"127.0.0.1:{port}", app]
     stderr = workdir / f"{name}.stderr"

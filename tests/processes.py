@@ -12,6 +12,9 @@ from app.config import ENVIRONMENT
 
 PROJECT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# gunicorn as `make run` starts it: its interpreter optimized (-OO), so that a worker holds
+# no docstring (bench/README.md, "Memory").
+GUNICORN = [str(BIN / "python"), "-OO", "-m", "gunicorn"]
 
 
 def service_env(**settings: str) -> dict[str, str]:

@@ -155,9 +155,17 @@ def test_bench_scenarios_names_the_scenarios_to_run():
     assert [scenario.name for scenario in run.chosen(plan, " list_50, nothing")] == ["list_50"]
 
 
-def test_the_memory_script_measures_the_master_and_both_workers_after_answered_requests():
-    env = os.environ | {"BENCH_REQUESTS": "14"}
+# A worker's peak as `make run` serves (SQLite, the limits counted per host, usage,
+# metrics), after every kind of request but /mcp: 56.0-56.5 MiB measured, held under 60
+# here; the aim of 55 is not reached yet (bench/README.md, "Memory").
+WORKER_PEAK_MIB = 60
+
+
+def test_the_memory_script_measures_the_master_and_both_workers_within_their_bound():
+    env = os.environ | {"BENCH_REQUESTS": "70"}
     printed = processes.run([sys.executable, "-m", "bench.memory"], env, timeout=240).stdout
-    assert "14 requests, answers by status: {200: 12, 204: 2}" in printed, printed
-    assert len(re.findall(r"^worker \d+: VmHWM \d+\.\d", printed, re.MULTILINE)) == 2, printed
+    assert "70 requests, answers by status: {200: 60, 204: 10}" in printed, printed
+    peaks = [float(peak) for peak in re.findall(r"^worker \d+: VmHWM (\d+\.\d)", printed, re.M)]
+    assert len(peaks) == 2, printed
+    assert max(peaks) <= WORKER_PEAK_MIB, printed
     assert re.search(r"^master \d+: VmHWM", printed, re.MULTILINE), printed

@@ -33,7 +33,7 @@ from app import create_app, reads
 from app.extensions import db
 from app.keys.operator import create_organization
 from tests.databases import drop_database, new_database_url
-from tests.processes import BIN, PROJECT, run_flask, service_env
+from tests.processes import GUNICORN, PROJECT, run_flask, service_env
 
 # Bounds that tell a hang from a slow start or answer, not targets: on a loaded machine (the
 # suite in parallel processes beside other work) a start takes many times its idle 3 s.
@@ -165,7 +165,7 @@ def launch(run: Path, workers: int = 3, env: dict[str, str] | None = None) -> Se
         run_flask(server_env, "db", "upgrade")
     port = free_port()
     stdout, stderr = run / "stdout.txt", run / "stderr.txt"
-    command = [str(BIN / "gunicorn"), "--workers", str(workers)]
+    command = [*GUNICORN, "--workers", str(workers)]
     command += ["--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5"]
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
-from tests.processes import BIN, PROJECT, run, service_env
+from tests.processes import GUNICORN, PROJECT, run, service_env
 from tests.server.conftest import (
     READY,
     START_TIMEOUT,
@@ -199,7 +199,7 @@ def test_a_first_start_that_fails_stops_gunicorn_with_its_message(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     env = service_env(DATABASE_URL=f"sqlite:///{blocked}/keys.sqlite3")  # a folder in a file
-    gunicorn = [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{free_port()}", "wsgi:app"]
+    gunicorn = [*GUNICORN, "--bind", f"127.0.0.1:{free_port()}", "wsgi:app"]
     completed = run(gunicorn, env, check=False, timeout=START_TIMEOUT)
     assert completed.returncode != 0
     assert READY not in completed.stderr
@@ -247,7 +247,7 @@ def test_host_may_be_an_ipv6_address(tmp_path):
     stderr = tmp_path / "stderr.txt"
     with stderr.open("wb") as err:
         process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "--workers", "1", "wsgi:app"],
+            [*GUNICORN, "--workers", "1", "wsgi:app"],
             cwd=PROJECT,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app import keyformat
-from tests.processes import BIN, PROJECT, service_env
+from tests.processes import GUNICORN, PROJECT, service_env
 from tests.server.conftest import free_port, serving
 from tests.server.test_gunicorn import in_parallel, sdk_key
 
@@ -93,7 +93,7 @@ def test_failed_authentications_at_once_are_counted_exactly(start_server, trial)
 
 def serve(tmp_path: Path, workers: int, env: dict[str, str]) -> subprocess.Popen:
     settings = {"DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3", **env}
-    command = [str(BIN / "gunicorn"), "--workers", str(workers)]
+    command = [*GUNICORN, "--workers", str(workers)]
     command += ["--bind", f"127.0.0.1:{free_port()}", "wsgi:app"]
     return subprocess.Popen(
         command,

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from standardwebhooks import Webhook
 
-from tests.processes import BIN, PROJECT
+from tests.processes import GUNICORN, PROJECT
 from tests.receivers import start_receiver
 from tests.server.conftest import Server, free_port
 from tests.server.test_gunicorn import sdk_key
@@ -54,7 +54,7 @@ def restart(server: Server, run) -> Server:
     run.mkdir()
     port = free_port()
     stdout, stderr = run / "stdout.txt", run / "stderr.txt"
-    command = [str(BIN / "gunicorn"), "--workers", str(server.workers)]
+    command = [*GUNICORN, "--workers", str(server.workers)]
     command += ["--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5", "wsgi:app"]
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(
