@@ -2259,6 +2259,47 @@ def test_the_webhooks_view_shows_endpoints_and_deliveries_with_a_retry(
         receiver.stop()
 
 
+def test_an_older_deliveries_answer_arriving_last_is_not_shown(tab, server, org):
+    """One endpoint's deliveries asked for, then another's, quickly: the first answer, held
+    back until the second's has arrived, must not show under the second's address."""
+    from tests.receivers import start_receiver
+
+    receiver = start_receiver()
+    try:
+        body = {"url": receiver.url, "events": ["key.created"]}
+        busy = server.request("POST", "/api/webhooks", org.sdk, body)
+        assert busy.status == 201, busy.body
+        busy_id = busy.json()["id"]
+        make_key(server, org.sdk, "Nightly")
+        wait_for_delivery(server, org.sdk, busy_id, status="delivered")
+        quiet = server.request(
+            "POST",
+            "/api/webhooks",
+            org.sdk,
+            {"url": receiver.url + "quiet", "events": ["key.created"]},
+        )
+        assert quiet.status == 201, quiet.body
+        page = tab.page
+        use_key(page, org.sdk)
+        page.get_by_role("button", name="Webhooks").click()
+        release = held_back(
+            page,
+            f"**/api/webhooks/{busy_id}/deliveries*",
+            lambda: page.get_by_role(
+                "button", name=f"Deliveries of {receiver.url}", exact=True
+            ).click(),
+        )
+        page.get_by_role("button", name=f"Deliveries of {receiver.url}quiet").click()
+        expect(page.get_by_text("No deliveries yet.")).to_be_visible()
+        release()
+        expect(page.get_by_text("No deliveries yet.")).to_be_visible()
+        expect(page.get_by_text("0 most recent of 0 deliveries")).to_be_visible()
+        deliveries = page.get_by_role("table", name="Recent deliveries")
+        expect(deliveries.get_by_text("Nightly")).to_have_count(0)
+    finally:
+        receiver.stop()
+
+
 def test_webhooks_are_offered_only_to_an_sdk_integration_key(tab, server, org):
     everything = read_key(server, org.sdk, identifier(org.sdk))["scopes"]
     mine = make_key(server, org.sdk, "Everything", everything)

@@ -65,3 +65,24 @@ export async function api(method, path, body) {
   }
   throw refusal;
 }
+
+/** The reads of one view, of which only the newest may show: an answer to an older one is
+ * dropped, so that a choice changed quickly shows what was chosen last, whichever answer
+ * comes in last. */
+export class NewestRead {
+  #number = 0;
+
+  /** A new read; the number to ask isNewest() with. */
+  start() {
+    return ++this.#number;
+  }
+
+  isNewest(read) {
+    return read === this.#number;
+  }
+
+  /** Every read still on its way is dropped (the view was left). */
+  dropAll() {
+    this.#number += 1;
+  }
+}

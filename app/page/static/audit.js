@@ -2,7 +2,7 @@
 // filtered by action as the API does, each change said as "Name: a → b". A view of its own,
 // in place of the list of keys; only a key holding every scope may read it.
 
-import { api } from "./api.js";
+import { api, NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
 import { $, describedBy, element, sortedEntries, timeOf, when } from "./dom.js";
 import { loadPage } from "./keys.js";
@@ -129,13 +129,12 @@ function eventRow(event) {
   return row;
 }
 
-/** The number of the newest read: an answer to an older one is dropped, so that filters
- * changed quickly show what was chosen last, whichever answer comes in last. */
-let newestRead = 0;
+// Filters changed quickly show what was chosen last.
+const reads = new NewestRead();
 
 /** Show log.page; false when it could not be read, or a newer read was asked for since. */
 async function loadEvents() {
-  const read = ++newestRead;
+  const read = reads.start();
   const query = new URLSearchParams({ page: log.page, page_size: log.pageSize });
   if (log.action) {
     query.set("action", log.action);
@@ -146,16 +145,16 @@ async function loadEvents() {
   try {
     answer = await api("GET", `api/audit?${query}`);
   } catch (error) {
-    if (read === newestRead) {
+    if (reads.isNewest(read)) {
       report(auditError, error);
     }
     return false;
   } finally {
-    if (read === newestRead) {
+    if (reads.isNewest(read)) {
       table.removeAttribute("aria-busy");
     }
   }
-  if (read !== newestRead) {
+  if (!reads.isNewest(read)) {
     return false; // a newer read is on its way
   }
   auditError.clear();
@@ -178,7 +177,7 @@ async function loadEvents() {
 
 /** Out of the audit log (if shown), which starts afresh next time. */
 export function closeAudit() {
-  newestRead += 1; // an answer still on its way is dropped
+  reads.dropAll();
   $("audit").hidden = true;
   Object.assign(log, { page: 1, action: "" });
   $("audit-action").value = "";

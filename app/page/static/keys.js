@@ -1,7 +1,7 @@
 // The list of the organization's keys: paged and filtered as the API does, each key with
 // what the key in use may do to it (and, when it may not, why).
 
-import { API, api } from "./api.js";
+import { API, api, NewestRead } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, element, sortedEntries, timeOf } from "./dom.js";
 import { leftWords } from "./quota.js";
@@ -190,13 +190,12 @@ function keyRow(key) {
   return row;
 }
 
-// The newest read of the list: an older answer that arrives after it is dropped, so that
-// changing a filter twice quickly never leaves the first choice's page on screen.
-let newestRead = 0;
+// Changing a filter twice quickly never leaves the first choice's page on screen.
+const reads = new NewestRead();
 
 /** Show listing.page; false when it could not be read, or a newer read replaced it. */
 export async function loadPage() {
-  const read = ++newestRead;
+  const read = reads.start();
   const query = new URLSearchParams({ page: listing.page, page_size: listing.pageSize });
   if (listing.kind) {
     query.set("kind", listing.kind);
@@ -217,16 +216,16 @@ export async function loadPage() {
   try {
     answer = await api("GET", `${API}?${query}`);
   } catch (error) {
-    if (read === newestRead) {
+    if (reads.isNewest(read)) {
       report(listError, error);
     }
     return false;
   } finally {
-    if (read === newestRead) {
+    if (reads.isNewest(read)) {
       table.removeAttribute("aria-busy");
     }
   }
-  if (read !== newestRead) {
+  if (!reads.isNewest(read)) {
     return false; // a newer read is on its way
   }
   const pages = Math.max(1, Math.ceil(answer.total_count / answer.page_size));

@@ -2,7 +2,7 @@
 // an endpoint's recent deliveries with a retry. A view of its own, in place of the list of
 // keys; only an sdk_integration key may manage webhooks, as the API says.
 
-import { api } from "./api.js";
+import { api, NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
 import { $, describedBy, element, timeOf } from "./dom.js";
 import { loadPage } from "./keys.js";
@@ -104,17 +104,29 @@ function deliveryRow(delivery) {
   return row;
 }
 
+// An endpoint's deliveries asked for, then another's, quickly: the first answer, should it
+// come in last, never shows under the second's address.
+const deliveryReads = new NewestRead();
+
 async function loadDeliveries() {
+  const read = deliveryReads.start();
   const table = $("delivery-table");
   table.setAttribute("aria-busy", "true");
   let answer;
   try {
     answer = await api("GET", `api/webhooks/${shown.id}/deliveries?page_size=${RECENT}`);
   } catch (error) {
-    report(deliveriesError, error);
+    if (deliveryReads.isNewest(read)) {
+      report(deliveriesError, error);
+    }
     return;
   } finally {
-    table.removeAttribute("aria-busy");
+    if (deliveryReads.isNewest(read)) {
+      table.removeAttribute("aria-busy");
+    }
+  }
+  if (!deliveryReads.isNewest(read)) {
+    return; // a newer read is on its way
   }
   deliveriesError.clear();
   const rows = answer.data.map(deliveryRow);
@@ -156,6 +168,7 @@ async function retryDelivery(delivery, button) {
 
 /** Out of the webhooks view (if shown), which starts afresh next time. */
 export function closeWebhooks() {
+  deliveryReads.dropAll();
   $("webhooks").hidden = true;
   $("deliveries").hidden = true;
   shown = null;
