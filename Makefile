@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 # gunicorn's interpreter optimized (-OO): a worker holds no docstring, 4.8 MiB less each
-# (bench/README.md, "Memory"); the commands (flask, the first start) keep theirs.
+# (bench/README.md, "A worker's memory"); the commands (flask, the first start) keep theirs.
 run: install
 	$(BIN)/python -OO -m compileall -q app
 	$(BIN)/flask --app app db upgrade

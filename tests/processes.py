@@ -13,7 +13,7 @@ from app.config import ENVIRONMENT
 PROJECT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # gunicorn as `make run` starts it: its interpreter optimized (-OO), so that a worker holds
-# no docstring (bench/README.md, "Memory").
+# no docstring (bench/README.md, "A worker's memory").
 GUNICORN = [str(BIN / "python"), "-OO", "-m", "gunicorn"]
 
 

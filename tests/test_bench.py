@@ -157,7 +157,7 @@ def test_bench_scenarios_names_the_scenarios_to_run():
 
 # A worker's peak as `make run` serves (SQLite, the limits counted per host, usage,
 # metrics), after every kind of request but /mcp: 56.0-56.5 MiB measured, held under 60
-# here; the aim of 55 is not reached yet (bench/README.md, "Memory").
+# here; the aim of 55 is not reached yet (bench/README.md, "A worker's memory").
 WORKER_PEAK_MIB = 60
 
 
