@@ -72,13 +72,24 @@ export async function api(method, path, body) {
 export class NewestRead {
   #number = 0;
 
-  /** A new read; the number to ask isNewest() with. */
-  start() {
-    return ++this.#number;
-  }
-
-  isNewest(read) {
-    return read === this.#number;
+  /** GET `path`, with `table` marked busy until the newest read is in: its answer, or
+   * undefined when a newer read has started since (its error is dropped too). */
+  async get(path, table) {
+    const read = ++this.#number;
+    table.setAttribute("aria-busy", "true");
+    try {
+      const answer = await api("GET", path);
+      return read === this.#number ? answer : undefined;
+    } catch (error) {
+      if (read === this.#number) {
+        throw error;
+      }
+      return undefined;
+    } finally {
+      if (read === this.#number) {
+        table.removeAttribute("aria-busy");
+      }
+    }
   }
 
   /** Every read still on its way is dropped (the view was left). */

@@ -2,7 +2,7 @@
 // filtered by action as the API does, each change said as "Name: a → b". A view of its own,
 // in place of the list of keys; only a key holding every scope may read it.
 
-import { api, NewestRead } from "./api.js";
+import { NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
 import { $, describedBy, element, sortedEntries, timeOf, when } from "./dom.js";
 import { loadPage } from "./keys.js";
@@ -134,27 +134,19 @@ const reads = new NewestRead();
 
 /** Show log.page; false when it could not be read, or a newer read was asked for since. */
 async function loadEvents() {
-  const read = reads.start();
   const query = new URLSearchParams({ page: log.page, page_size: log.pageSize });
   if (log.action) {
     query.set("action", log.action);
   }
   const table = $("audit-table");
-  table.setAttribute("aria-busy", "true");
   let answer;
   try {
-    answer = await api("GET", `api/audit?${query}`);
+    answer = await reads.get(`api/audit?${query}`, table);
   } catch (error) {
-    if (reads.isNewest(read)) {
-      report(auditError, error);
-    }
+    report(auditError, error);
     return false;
-  } finally {
-    if (reads.isNewest(read)) {
-      table.removeAttribute("aria-busy");
-    }
   }
-  if (!reads.isNewest(read)) {
+  if (answer === undefined) {
     return false; // a newer read is on its way
   }
   auditError.clear();

@@ -1,7 +1,7 @@
 // The list of the organization's keys: paged and filtered as the API does, each key with
 // what the key in use may do to it (and, when it may not, why).
 
-import { API, api, NewestRead } from "./api.js";
+import { API, NewestRead } from "./api.js";
 import { Fields, report } from "./dialogs.js";
 import { $, element, sortedEntries, timeOf } from "./dom.js";
 import { leftWords } from "./quota.js";
@@ -195,7 +195,6 @@ const reads = new NewestRead();
 
 /** Show listing.page; false when it could not be read, or a newer read replaced it. */
 export async function loadPage() {
-  const read = reads.start();
   const query = new URLSearchParams({ page: listing.page, page_size: listing.pageSize });
   if (listing.kind) {
     query.set("kind", listing.kind);
@@ -211,21 +210,14 @@ export async function loadPage() {
     query.set("unused_since", since.toISOString());
   }
   const table = $("key-table");
-  table.setAttribute("aria-busy", "true");
   let answer;
   try {
-    answer = await api("GET", `${API}?${query}`);
+    answer = await reads.get(`${API}?${query}`, table);
   } catch (error) {
-    if (reads.isNewest(read)) {
-      report(listError, error);
-    }
+    report(listError, error);
     return false;
-  } finally {
-    if (reads.isNewest(read)) {
-      table.removeAttribute("aria-busy");
-    }
   }
-  if (!reads.isNewest(read)) {
+  if (answer === undefined) {
     return false; // a newer read is on its way
   }
   const pages = Math.max(1, Math.ceil(answer.total_count / answer.page_size));

@@ -109,23 +109,18 @@ function deliveryRow(delivery) {
 const deliveryReads = new NewestRead();
 
 async function loadDeliveries() {
-  const read = deliveryReads.start();
   const table = $("delivery-table");
-  table.setAttribute("aria-busy", "true");
   let answer;
   try {
-    answer = await api("GET", `api/webhooks/${shown.id}/deliveries?page_size=${RECENT}`);
+    answer = await deliveryReads.get(
+      `api/webhooks/${shown.id}/deliveries?page_size=${RECENT}`,
+      table,
+    );
   } catch (error) {
-    if (deliveryReads.isNewest(read)) {
-      report(deliveriesError, error);
-    }
+    report(deliveriesError, error);
     return;
-  } finally {
-    if (deliveryReads.isNewest(read)) {
-      table.removeAttribute("aria-busy");
-    }
   }
-  if (!deliveryReads.isNewest(read)) {
+  if (answer === undefined) {
     return; // a newer read is on its way
   }
   deliveriesError.clear();
