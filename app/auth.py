@@ -153,10 +153,10 @@ def authenticate(
         sent = credentials.scheme_of(header) in schemes
         raise refused(door, unauthorized(challenge, schemes, sent))
     decided = use(holder, addresses.client_address, door, is_use)
-    if decided.refusal is None or decided.refusal in policy.SPENT:
-        limits.forgive()  # a valid key, or one spent by its holder: it guessed nothing
+    if decided.refusal in policy.SPENT:
+        limits.forgive()  # a key spent by its holder: it guessed nothing
     _admit(decided, challenge)
-    limits.count_use(holder.caller.identifier, rate)
+    limits.forgive_and_count(holder.caller.identifier, rate)  # a valid key: the same
     return holder
 
 

@@ -148,10 +148,26 @@ class HostCounts(Storage):
         """One count taken back, within the key's current window only."""
         digest = _digest(key)
         with self.locked:
-            offset = self._slot(digest, time.time())
+            self._take_back(digest, time.time())
+
+    def exchange(self, back: str, key: str, expiry: float) -> int:
+        """give_back(back) and incr(key, expiry) under one lock: see exchange()."""
+        back_digest, digest = _digest(back), _digest(key)
+        with self.locked:
+            now = time.time()
+            self._take_back(back_digest, now)
+            offset = self._slot(digest, now)
             held, ends, count = SLOT.unpack_from(self.map, offset)
-            if held == digest and ends > time.time() and count > 0:
-                SLOT.pack_into(self.map, offset, digest, ends, count - 1)
+            if held != digest or ends <= now:  # a new window
+                ends, count = now + expiry, 0
+            SLOT.pack_into(self.map, offset, digest, ends, count + 1)
+            return count + 1
+
+    def _take_back(self, digest: bytes, now: float) -> None:
+        offset = self._slot(digest, now)
+        held, ends, count = SLOT.unpack_from(self.map, offset)
+        if held == digest and ends > now and count > 0:
+            SLOT.pack_into(self.map, offset, digest, ends, count - 1)
 
     def get(self, key: str) -> int:
         return self._read(key)[1]
@@ -266,8 +282,22 @@ class MemoryCounts(MemoryStorage):
     def give_back(self, key: str) -> None:
         """One count taken back, within the key's current window only."""
         with self.lock:
-            if self.expirations.get(key, 0) > time.time() and self.storage.get(key, 0) > 0:
-                self.storage[key] -= 1
+            self._take_back(key, time.time())
+
+    def exchange(self, back: str, key: str, expiry: float) -> int:
+        """give_back(back) and incr(key, expiry) under one lock: see exchange()."""
+        with self.lock:
+            now = time.time()
+            self._take_back(back, now)
+            if self.expirations.get(key, 0) <= now:  # a new window
+                self.storage[key] = 0
+                self.expirations[key] = now + expiry
+            self.storage[key] += 1
+            return self.storage[key]
+
+    def _take_back(self, key: str, now: float) -> None:
+        if self.expirations.get(key, 0) > now and self.storage.get(key, 0) > 0:
+            self.storage[key] -= 1
 
     def _sweep(self, now: float) -> None:
         for key in [key for key, ends in self.expirations.items() if ends <= now]:
@@ -370,6 +400,22 @@ def give_back(counts: Storage, key: str) -> None:
         counts.give_back(key)
     else:
         counts.incr(key, 1, amount=-1)
+
+
+def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
+    """One count of `back` taken back, as give_back() does, and one of `key` added (a new
+    window of `expiry` seconds when it has none), in one operation where the storage has
+    one (one lock on this host's file, one round trip to Redis): a valid key's attempt
+    given back and its request counted. The count of `key` after."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        return counts.exchange(back, key, expiry)
+    if isinstance(counts, RedisStorage):
+        batch = counts.get_connection().pipeline(transaction=False)
+        counts.lua_incr_expire([counts.prefixed_key(back)], [1, -1], client=batch)
+        counts.lua_incr_expire([counts.prefixed_key(key)], [math.ceil(expiry), 1], client=batch)
+        return int(batch.execute()[1])
+    give_back(counts, back)
+    return counts.incr(key, math.ceil(expiry))
 
 
 def refuse_per_process(uri: str, workers: int) -> None:

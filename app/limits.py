@@ -99,15 +99,17 @@ class Limits:
         self.fallback: Storage | None = None  # while the storage is silent
         self.retry_at = 0.0
 
-    def allowed(self, rate: str, identifier: str, count: bool) -> bool:
-        """Whether `identifier` has some of `rate` left; `count` spends one."""
+    def allowed(self, rate: str, identifier: str) -> bool:
+        """One use of `rate` counted for `identifier`: whether it had some left, as
+        `limits`' FixedWindowRateLimiter.hit decides."""
         item = self.rates[rate]
         head, tail = self.keys[rate]
         key = head + identifier + tail
         try:
-            return _allowed(self._storage(), item, key, count)
+            count = self._storage().incr(key, item.get_expiry())
         except self.storage.base_exceptions:
-            return _allowed(self._fall_back(), item, key, count)
+            count = self._fall_back().incr(key, item.get_expiry())
+        return count <= item.amount
 
     def give_back(self, rate: str, identifier: str) -> None:
         """One use of `rate` counted for `identifier` in its current window, taken back."""
@@ -117,6 +119,21 @@ class Limits:
             counting.give_back(self._storage(), key)
         except self.storage.base_exceptions:
             counting.give_back(self._fall_back(), key)
+
+    def forgive_and_count(self, address: str, rate: str, identifier: str) -> bool:
+        """The attempt counted for `address` given back and one request of `identifier`
+        counted against `rate`, in one operation (counting.exchange): whether `rate` had
+        some left."""
+        head, tail = self.keys[AUTH_FAILURES]
+        back = head + address + tail
+        head, tail = self.keys[rate]
+        key = head + identifier + tail
+        item = self.rates[rate]
+        try:
+            count = counting.exchange(self._storage(), back, key, item.get_expiry())
+        except self.storage.base_exceptions:
+            count = counting.exchange(self._fall_back(), back, key, item.get_expiry())
+        return count <= item.amount
 
     def spend_key(self, key: Caller) -> KeyUse:
         """One use of `key` under its own rate limit and its quota, those it has, counted by
@@ -216,13 +233,6 @@ class Limits:
         return self.fallback
 
 
-def _allowed(counts: Storage, item: RateLimitItem, key: str, count: bool) -> bool:
-    """FixedWindowRateLimiter's hit (`count`) or test, on a key already built."""
-    if count:
-        return counts.incr(key, item.get_expiry()) <= item.amount
-    return counts.get(key) < item.amount
-
-
 def _seconds_until(moment: float) -> int:
     return max(1, math.ceil(moment - time.time()))
 
@@ -241,7 +251,7 @@ def attempt() -> None:
     looked up, so that of any number sent at once no more than the limit are tried; 429
     once they are spent. A valid key gives its attempt back (forgive())."""
     limits = _limits()
-    if limits and not limits.allowed(AUTH_FAILURES, address := client_address(), count=True):
+    if limits and not limits.allowed(AUTH_FAILURES, address := client_address()):
         raise limits.refusal(AUTH_FAILURES, address)
 
 
@@ -251,10 +261,12 @@ def forgive() -> None:
         limits.give_back(AUTH_FAILURES, client_address())
 
 
-def count_use(identifier: str, rate: str = PER_KEY) -> None:
-    """One request of the key `identifier`; 429 past `rate` (a configuration key)."""
+def forgive_and_count(identifier: str, rate: str = PER_KEY) -> None:
+    """A request of the valid key `identifier`: this request's attempt given back, as
+    forgive() does, and one request of the key counted, in one operation on the counts;
+    429 past `rate` (a configuration key)."""
     limits = _limits()
-    if limits and not limits.allowed(rate, identifier, count=True):
+    if limits and not limits.forgive_and_count(client_address(), rate, identifier):
         raise limits.refusal(rate, identifier)
 
 

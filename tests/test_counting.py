@@ -46,6 +46,31 @@ def test_clear_and_reset_forget_counts(counts):
     assert counts.check()
 
 
+def _storages(tmp_path):
+    yield HostCounts(f"host://{tmp_path}/limits.counts")
+    yield counting.MemoryCounts()
+    if redis_url := os.environ.get("TEST_REDIS_URL"):
+        yield counting.storage(redis_url, {"key_prefix": f"exchange-{os.getpid()}"}, "")
+
+
+def test_exchange_gives_an_attempt_back_and_counts_a_use_in_one_operation(tmp_path):
+    """A valid key's request (app/limits.py forgive_and_count): its address's attempt given
+    back within its window, the key's request counted in a window of its own."""
+    for storage in _storages(tmp_path):
+        storage.reset()
+        storage.incr("attempts", 60, amount=2)
+        assert counting.exchange(storage, "attempts", "uses", 0.5) == 1
+        assert counting.exchange(storage, "attempts", "uses", 0.5) == 2
+        assert (storage.get("attempts"), storage.get("uses")) == (0, 2), storage
+        assert 0 < storage.get_expiry("uses") - time.time() <= 1.0
+        storage.incr("ended", 1)
+        time.sleep(1.2)  # both windows end (Redis counts whole seconds)
+        assert counting.exchange(storage, "ended", "uses", 60) == 1  # a new window
+        if isinstance(storage, HostCounts | counting.MemoryCounts):
+            assert storage.get("ended") == 0  # nothing taken back from an ended window
+        storage.reset()
+
+
 def test_two_openings_of_one_file_share_their_counts(counts):
     other = HostCounts(f"host://{counts.path}")
     try:
