@@ -28,7 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from limits.storage import MemoryStorage, RedisStorage, Storage, storage_from_string
+from limits.storage import (
+    MemoryStorage,
+    RedisClusterStorage,
+    RedisStorage,
+    Storage,
+    storage_from_string,
+)
 
 # How often a worker's memory drops the counters whose period has ended.
 SWEEP_SECONDS = 10.0
@@ -335,6 +341,24 @@ def _refused(counters: Sequence[Counter], counts: Sequence[int]) -> int | None:
     return None
 
 
+# Redis: one count taken back from KEYS[1] when it has one (a window that has ended has
+# none), then, with KEYS[2], one added to it (ARGV[1]: the length of a new window, as
+# `limits`' own incr_expire starts one) and its count returned; atomic in Redis.
+_GIVE_BACK = """
+if tonumber(redis.call('get', KEYS[1]) or '0') > 0 then redis.call('decr', KEYS[1]) end
+if KEYS[2] == nil then return 0 end
+local count = redis.call('incr', KEYS[2])
+if count == 1 then redis.call('expire', KEYS[2], ARGV[1]) end
+return count
+"""
+
+
+def _scripted(counts: Storage) -> bool:
+    """Whether `counts` takes this module's scripts: Redis, but a cluster, where the keys of
+    one script may live on different nodes."""
+    return isinstance(counts, RedisStorage) and not isinstance(counts, RedisClusterStorage)
+
+
 # Redis: every counter's count read, then each incremented only if none is spent, in one
 # script (atomic in Redis). ARGV: each counter's window length and limit.
 _SPEND = """
@@ -361,7 +385,7 @@ def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
     is asked counter by counter, which is exact for each but not all or nothing."""
     if isinstance(counts, HostCounts | MemoryCounts):
         return counts.spend(counters)
-    if isinstance(counts, RedisStorage):
+    if _scripted(counts):
         keys = [counts.prefixed_key(counter.key) for counter in counters]
         arguments = [value for c in counters for value in (max(1, math.ceil(c.expiry)), c.limit)]
         script = counts.get_connection().register_script(_SPEND)
@@ -394,10 +418,13 @@ def set_count(counts: Storage, key: str, expiry: float, count: int) -> None:
 
 def give_back(counts: Storage, key: str) -> None:
     """One count of `key` taken back within its current window: nothing when the window
-    has ended meanwhile. In Redis (whose `limits` storage has no conditional decrement) a
+    has ended meanwhile. In a storage with no conditional decrement (a Redis cluster) a
     window that has just ended is left at -1 for a second."""
     if isinstance(counts, HostCounts | MemoryCounts):
         counts.give_back(key)
+    elif _scripted(counts):
+        script = counts.get_connection().register_script(_GIVE_BACK)
+        script([counts.prefixed_key(key)])
     else:
         counts.incr(key, 1, amount=-1)
 
@@ -405,15 +432,14 @@ def give_back(counts: Storage, key: str) -> None:
 def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
     """One count of `back` taken back, as give_back() does, and one of `key` added (a new
     window of `expiry` seconds when it has none), in one operation where the storage has
-    one (one lock on this host's file, one round trip to Redis): a valid key's attempt
-    given back and its request counted. The count of `key` after."""
+    one (one lock of this host's file, one script in Redis): a valid key's attempt given
+    back and its request counted. The count of `key` after."""
     if isinstance(counts, HostCounts | MemoryCounts):
         return counts.exchange(back, key, expiry)
-    if isinstance(counts, RedisStorage):
-        batch = counts.get_connection().pipeline(transaction=False)
-        counts.lua_incr_expire([counts.prefixed_key(back)], [1, -1], client=batch)
-        counts.lua_incr_expire([counts.prefixed_key(key)], [math.ceil(expiry), 1], client=batch)
-        return int(batch.execute()[1])
+    if _scripted(counts):
+        script = counts.get_connection().register_script(_GIVE_BACK)
+        keys = [counts.prefixed_key(back), counts.prefixed_key(key)]
+        return int(script(keys, [max(1, math.ceil(expiry))]))
     give_back(counts, back)
     return counts.incr(key, math.ceil(expiry))
 

@@ -249,7 +249,7 @@ def _limits() -> Limits | None:
 def attempt() -> None:
     """One attempt to authenticate from this request's address, counted before its key is
     looked up, so that of any number sent at once no more than the limit are tried; 429
-    once they are spent. A valid key gives its attempt back (forgive())."""
+    once they are spent. A valid key gives its attempt back (forgive_and_count(), forgive())."""
     limits = _limits()
     if limits and not limits.allowed(AUTH_FAILURES, address := client_address()):
         raise limits.refusal(AUTH_FAILURES, address)
