@@ -70,6 +70,9 @@ def test_exchange_gives_an_attempt_back_and_counts_a_use(tmp_path):
         time.sleep(1.1)  # both windows end (Redis counts whole seconds)
         assert counting.exchange(storage, "ended", "uses", 60) == 1  # a new window
         assert storage.get("ended") == 0, storage  # nothing taken back from an ended window
+        counting.give_back(storage, "uses")  # a key its holder has spent: only given back
+        counting.give_back(storage, "uses")
+        assert storage.get("uses") == 0, storage  # never below nothing
         storage.reset()
         if isinstance(storage, HostCounts):
             storage.close()
