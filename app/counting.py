@@ -382,7 +382,8 @@ def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
     """One use counted by every counter, or by none when one of them has no use left in
     its window (CONTRACT.md section 20, all or nothing): a key's own rate limit and its
     quota, one decision under one lock (one script in Redis). Another storage of `limits`
-    is asked counter by counter, which is exact for each but not all or nothing."""
+    (a Redis cluster included) is asked counter by counter, which is exact for each but
+    not all or nothing."""
     if isinstance(counts, HostCounts | MemoryCounts):
         return counts.spend(counters)
     if _scripted(counts):
