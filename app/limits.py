@@ -6,7 +6,7 @@
 - requests per key (RATELIMIT_PER_KEY): counted once the key is found, so that nobody can
   spend another key's allowance by naming its public identifier.
 
-The counts live where RATELIMIT_STORAGE_URI says (app/counting.py: this host's file,
+The counts live where RATELIMIT_STORAGE_URI says (app/counting: this host's file,
 shared by every worker, by default; Redis, shared by every host). A storage that does not
 answer is no reason to refuse requests: each worker then counts in its own memory, says so
 once in the log, and asks the storage again every RETRY_SECONDS. Only the storage's own
@@ -137,7 +137,7 @@ class Limits:
 
     def spend_key(self, key: Caller) -> KeyUse:
         """One use of `key` under its own rate limit and its quota, those it has, counted by
-        both or by neither (app/counting.py's spend): counted whether the abuse limits are
+        both or by neither (app/counting's spend): counted whether the abuse limits are
         on or not, since its owner asked for them."""
         counters: list[Counter] = []
         requests, seconds = key.rate_limit_requests, key.rate_limit_seconds

@@ -245,7 +245,7 @@ def no_usage_thread_outlives_its_test() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def own_counts(tmp_path, monkeypatch) -> None:
     """Each test's applications count their limits in a file of the test's own: the default
-    (host://, app/counting.py) is the project's instance folder, which tests would share."""
+    (host://, app/counting) is the project's instance folder, which tests would share."""
     monkeypatch.setenv("RATELIMIT_STORAGE_URI", f"host://{tmp_path}/limits.counts")
     # Nor does any application of a test run a webhook sender thread unless the test asks
     # (its config says WEBHOOK_SENDER_ENABLED): one that outlived its engine's disposal

@@ -1,4 +1,4 @@
-"""The counts every limit shares on a host (app/counting.py, CONTRACT.md section 20): one
+"""The counts every limit shares on a host (app/counting, CONTRACT.md section 20): one
 file that every process of the host counts in, exactly, whatever process dies."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app import counting, create_app
-from app.counting import HostCounts
+from app.counting.host import HostCounts
 
 
 @pytest.fixture
