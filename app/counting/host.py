@@ -92,14 +92,7 @@ class HostCounts(Storage):
     def incr(self, key: str, expiry: float, amount: int = 1) -> int:
         digest = _digest(key)
         with self.locked:
-            now = time.time()
-            offset = self._slot(digest, now)
-            held, ends, count = SLOT.unpack_from(self.map, offset)
-            if held != digest or ends <= now:  # a new window
-                ends, count = now + expiry, 0
-            count += amount
-            SLOT.pack_into(self.map, offset, digest, ends, count)
-            return count
+            return self._add(digest, time.time(), expiry, amount)
 
     def spend(self, counters: Sequence[Counter]) -> Spent:
         """One use of every counter, or of none: see spend()."""
@@ -143,12 +136,15 @@ class HostCounts(Storage):
         with self.locked:
             now = time.time()
             self._take_back(back_digest, now)
-            offset = self._slot(digest, now)
-            held, ends, count = SLOT.unpack_from(self.map, offset)
-            if held != digest or ends <= now:  # a new window
-                ends, count = now + expiry, 0
-            SLOT.pack_into(self.map, offset, digest, ends, count + 1)
-            return count + 1
+            return self._add(digest, now, expiry, 1)
+
+    def _add(self, digest: bytes, now: float, expiry: float, amount: int) -> int:
+        offset = self._slot(digest, now)
+        held, ends, count = SLOT.unpack_from(self.map, offset)
+        if held != digest or ends <= now:  # a new window
+            ends, count = now + expiry, 0
+        SLOT.pack_into(self.map, offset, digest, ends, count + amount)
+        return count + amount
 
     def _take_back(self, digest: bytes, now: float) -> None:
         offset = self._slot(digest, now)

@@ -32,11 +32,7 @@ class MemoryCounts(MemoryStorage):
         with self.lock:
             if now >= self.sweep_at:
                 self._sweep(now)
-            if self.expirations.get(key, 0) <= now:  # a new period
-                self.storage[key] = 0
-                self.expirations[key] = now + expiry
-            self.storage[key] += amount
-            return self.storage[key]
+            return self._add(key, now, expiry, amount)
 
     def spend(self, counters: Sequence[Counter]) -> Spent:
         """One use of every counter, or of none: see spend()."""
@@ -71,11 +67,14 @@ class MemoryCounts(MemoryStorage):
         with self.lock:
             now = time.time()
             self._take_back(back, now)
-            if self.expirations.get(key, 0) <= now:  # a new window
-                self.storage[key] = 0
-                self.expirations[key] = now + expiry
-            self.storage[key] += 1
-            return self.storage[key]
+            return self._add(key, now, expiry, 1)
+
+    def _add(self, key: str, now: float, expiry: float, amount: int) -> int:
+        if self.expirations.get(key, 0) <= now:  # a new window
+            self.storage[key] = 0
+            self.expirations[key] = now + expiry
+        self.storage[key] += amount
+        return self.storage[key]
 
     def _take_back(self, key: str, now: float) -> None:
         if self.expirations.get(key, 0) > now and self.storage.get(key, 0) > 0:
