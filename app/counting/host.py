@@ -101,11 +101,8 @@ class HostCounts(Storage):
             now = time.time()
             slots = []
             for digest, counter in zip(digests, counters, strict=True):
-                offset = self._slot(digest, now)
-                held, ends, count = SLOT.unpack_from(self.map, offset)
-                if held != digest or ends <= now:  # a new window
-                    ends, count = now + counter.expiry, 0
-                slots.append((offset, ends, count))
+                offset, ends, count = self._current(digest, now)
+                slots.append((offset, ends or now + counter.expiry, count))
             refused = first_refusing(counters, [count for _, _, count in slots])
             if refused is None:
                 for digest, (offset, ends, count) in zip(digests, slots, strict=True):
@@ -118,11 +115,8 @@ class HostCounts(Storage):
         digest = _digest(key)
         with self.locked:
             now = time.time()
-            offset = self._slot(digest, now)
-            held, ends, _ = SLOT.unpack_from(self.map, offset)
-            if held != digest or ends <= now:
-                ends = now + expiry
-            SLOT.pack_into(self.map, offset, digest, ends, count)
+            offset, ends, _ = self._current(digest, now)
+            SLOT.pack_into(self.map, offset, digest, ends or now + expiry, count)
 
     def give_back(self, key: str) -> None:
         """One count taken back, within the key's current window only."""
@@ -138,18 +132,23 @@ class HostCounts(Storage):
             self._take_back(back_digest, now)
             return self._add(digest, now, expiry, 1)
 
-    def _add(self, digest: bytes, now: float, expiry: float, amount: int) -> int:
+    def _current(self, digest: bytes, now: float) -> tuple[int, float | None, int]:
+        """The offset of the slot for `digest`, the end of its live window (None: it has
+        none, a new one starts) and its count there (0 when none)."""
         offset = self._slot(digest, now)
         held, ends, count = SLOT.unpack_from(self.map, offset)
-        if held != digest or ends <= now:  # a new window
-            ends, count = now + expiry, 0
-        SLOT.pack_into(self.map, offset, digest, ends, count + amount)
+        if held != digest or ends <= now:
+            return offset, None, 0
+        return offset, ends, count
+
+    def _add(self, digest: bytes, now: float, expiry: float, amount: int) -> int:
+        offset, ends, count = self._current(digest, now)
+        SLOT.pack_into(self.map, offset, digest, ends or now + expiry, count + amount)
         return count + amount
 
     def _take_back(self, digest: bytes, now: float) -> None:
-        offset = self._slot(digest, now)
-        held, ends, count = SLOT.unpack_from(self.map, offset)
-        if held == digest and ends > now and count > 0:
+        offset, ends, count = self._current(digest, now)
+        if ends is not None and count > 0:
             SLOT.pack_into(self.map, offset, digest, ends, count - 1)
 
     def get(self, key: str) -> int:
@@ -182,11 +181,8 @@ class HostCounts(Storage):
         digest = _digest(key)
         with self.locked:
             now = time.time()
-            offset = self._slot(digest, now)
-            held, ends, count = SLOT.unpack_from(self.map, offset)
-        if held != digest or ends <= now:
-            return now, 0
-        return ends, count
+            _, ends, count = self._current(digest, now)
+        return (now, 0) if ends is None else (ends, count)
 
     def _slot(self, digest: bytes, now: float) -> int:
         """The offset of the slot that holds `digest`, or of the one it may take: a slot
