@@ -48,10 +48,10 @@ control_socket_disable = True
 
 # One access line per request on stdout, without the Basic user name (which is the key).
 # The logger class masks keys whatever the format says, so that a format changed here
-# cannot print one (see app/gunicorn_logger.py).
+# cannot print one (see app/serving/gunicorn_logger.py).
 accesslog = "-"
 access_log_format = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
-logger_class = "app.gunicorn_logger.GunicornLogger"
+logger_class = "app.serving.gunicorn_logger.GunicornLogger"
 
 
 def on_starting(server) -> None:
@@ -60,7 +60,7 @@ def on_starting(server) -> None:
     workers), runs the migrations and makes organization `default`, so that what it loads
     (alembic, the whole application) stays out of this process: only the workers build the
     application. Its failure stops gunicorn before any worker starts."""
-    # GET /metrics adds up every worker's counts (app/metrics.py): prometheus_client's
+    # GET /metrics adds up every worker's counts (app/serving/metrics.py): prometheus_client's
     # multiprocess mode, in which each process writes its own files in this directory, a new
     # one for every start (under TMPDIR), removed on exit. Workers import prometheus_client
     # after the fork, so they all read it.
@@ -74,8 +74,8 @@ def on_starting(server) -> None:
 def post_fork(server, worker) -> None:
     """In each worker, before it serves: gunicorn's own refusals (malformed HTTP, a request
     line or headers over its limits) in the problem shape, like every other error
-    (app/gunicorn_errors.py)."""
-    from app import gunicorn_errors
+    (app/serving/gunicorn_errors.py)."""
+    from app.serving import gunicorn_errors
 
     gunicorn_errors.install()
 
@@ -92,7 +92,7 @@ def post_worker_init(worker) -> None:
 def worker_exit(server, worker) -> None:
     """A worker stopping gracefully writes the key usage it counted since its last batch
     (app/usage): only a worker killed outright loses that window."""
-    from app import usage_counter
+    from app.usage import counter as usage_counter
     from app.webhooks import sender
 
     usage_counter.flush_all()

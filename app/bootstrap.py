@@ -8,9 +8,10 @@ from __future__ import annotations
 import click
 from flask import Flask
 
-from app import counting, queries
-from app.database import upgrade_embedded
+from app.access import counting
 from app.keys import operator
+from app.storage import queries
+from app.storage.database import upgrade_embedded
 
 NOTICE = "These keys are shown once and will not be shown again: store them now."
 NOTICE_ONE = "This key is shown once and will not be shown again: store it now."

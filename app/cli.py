@@ -11,17 +11,18 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 
-from app import audit, queries
-from app.arguments import Timestamp
+from app import audit
 from app.audit import schemas as audit_schemas
 from app.bootstrap import NOTICE, NOTICE_ONE, describe_keys, first_start
-from app.database import SchemaNotCurrent, register_migrations, upgrade_embedded
-from app.errors import flatten
+from app.domain.scopes import KINDS, SCOPES
+from app.domain.timestamps import iso
+from app.http.arguments import Timestamp
+from app.http.errors import flatten
 from app.keys import bodies, operator, schemas
 from app.organizations import policy as organization_policy
 from app.organizations import schemas as organization_schemas
-from app.scopes import KINDS, SCOPES
-from app.timestamps import iso
+from app.storage import queries
+from app.storage.database import SchemaNotCurrent, register_migrations, upgrade_embedded
 
 org = AppGroup("org", help="Manage organizations.")
 key = AppGroup("key", help="Mint, list and delete keys as the operator.")

@@ -16,7 +16,7 @@ from flask import Flask
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app import keyformat
+from app.domain import keyformat
 
 DEFAULTS: dict[str, Any] = {
     # SQLite in the instance folder: nothing to install or start.
@@ -143,7 +143,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "LAST_USED_RESOLUTION": ("LAST_USED_RESOLUTION", _non_negative_int),
     # Switch the abuse limits off, for load tests and benchmarks.
     "RATELIMIT_ENABLED": ("RATELIMIT_ENABLED", _boolean),
-    # Where the limits count (app/counting): host:// shares them between the workers of
+    # Where the limits count (app/access/counting): host:// shares them between the workers of
     # this host (a file in the instance folder), redis://... between hosts too; memory://
     # counts in one process only, refused under several gunicorn workers.
     "RATELIMIT_STORAGE_URI": ("RATELIMIT_STORAGE_URI", str),

@@ -6,7 +6,7 @@ It serves one organization (CONTRACT.md section 19), in one of two ways chosen b
 - embedded, `ApiKeys(app, organization="NAME")`: the application is the service's own
   (create_app(), with the host's blueprints registered on it): the same process and
   database. A key of the named organization is authenticated exactly as the API does it
-  (limits, expiry, `last_used`): app/auth.py. A key of any other organization does not
+  (limits, expiry, `last_used`): app/access/auth.py. A key of any other organization does not
   exist here: 401 as for an unknown key, counted as a failed authentication, its use not
   recorded. The name is required: a host never serves every organization by omission.
 - remote, `ApiKeys(app, introspect_url=..., key=...)`: any Flask application, against a
@@ -43,10 +43,13 @@ from urllib import request as http
 from flask import Flask, current_app, g, request
 from werkzeug.local import LocalProxy
 
-from app import auth, credentials, errors, policy, queries
-from app.errors import RETRY_SHORTLY, ApiError
-from app.limits import Allowance
-from app.scopes import SCOPES, to_bits, to_names
+from app.access import auth, policy
+from app.access.limits import Allowance
+from app.domain import credentials
+from app.domain.scopes import SCOPES, to_bits, to_names
+from app.http import errors
+from app.http.errors import RETRY_SHORTLY, ApiError
+from app.storage import queries
 
 EXTENSION = "api_keys"
 

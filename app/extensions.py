@@ -1,6 +1,6 @@
 """The unbound extension objects, bound to an application in create_app. Flask-Migrate is
-bound only when migrations are needed (app/database.py: register_migrations); the abuse
-limits are the application's own (app/limits.py)."""
+bound only when migrations are needed (app/storage/database.py: register_migrations); the abuse
+limits are the application's own (app/access/limits.py)."""
 
 from __future__ import annotations
 

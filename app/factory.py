@@ -8,28 +8,21 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app import (
-    auth,
-    cli,
-    config,
-    database,
-    docs,
-    errors,
-    health,
-    limits,
-    logs,
-    metrics,
-    page,
-    usage_counter,
-)
+from app import cli, config, page
+from app.access import auth, limits
 from app.audit import views as audit_views
 from app.checks import views as checks
 from app.extensions import db
-from app.json_provider import CompactJSONProvider
+from app.http import errors
+from app.http.json_provider import CompactJSONProvider
 from app.keys import views
 from app.leaks import views as leaks
 from app.mcp import views as mcp
+from app.openapi import views as docs
 from app.organizations import views as organization_views
+from app.serving import health, logs, metrics
+from app.storage import database
+from app.usage import counter as usage_counter
 from app.usage import views as usage_views
 from app.webhooks import sender as webhook_sender
 from app.webhooks import views as webhooks

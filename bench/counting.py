@@ -5,7 +5,7 @@ at once are allowed exactly the limit.
     python -m bench.counting            # memory, host (the file), SQLite in WAL mode, Redis
 
 - memory: `limits`' memory in each process (what one worker counts; exact only alone);
-- host: app/counting/host.py's HostCounts, the default;
+- host: app/access/counting/host.py's HostCounts, the default;
 - sqlite: a counter table in SQLite (WAL, synchronous=NORMAL), one upsert per check, as
   the instance folder could hold it; written here only to be measured;
 - redis: `limits`' Redis storage on this machine's Redis (TEST_REDIS_URL or 127.0.0.1).
@@ -21,8 +21,8 @@ import time
 
 from limits.storage import storage_from_string
 
-from app.counting.host import HostCounts
-from app.counting.memory import MemoryCounts
+from app.access.counting.host import HostCounts
+from app.access.counting.memory import MemoryCounts
 
 CHECKS = 20_000
 PROCESSES = 4

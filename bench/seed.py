@@ -8,13 +8,14 @@ from datetime import timedelta
 
 from sqlalchemy import insert, select, text, update
 
-from app import create_app, keyformat
-from app.database import upgrade
+from app import create_app
+from app.domain import keyformat
+from app.domain.scopes import ALL, BITS
+from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.keys import operator
-from app.models import ApiKey
-from app.scopes import ALL, BITS
-from app.timestamps import utcnow
+from app.storage.database import upgrade
+from app.storage.models import ApiKey
 
 BATCH = 5_000
 # The metered reader's own limits: a rate limit and a quota no benchmark run can spend.

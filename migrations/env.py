@@ -7,7 +7,7 @@ from alembic import context
 from flask import current_app
 from sqlalchemy import event
 
-from app.database import register_migrations
+from app.storage.database import register_migrations
 
 config = context.config
 
@@ -17,7 +17,7 @@ if config.attributes.get("configure_logging", True) and config.config_file_name:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger("alembic.env")
 
-# Flask-Migrate is bound when migrations are first needed (app/database.py), whether they
+# Flask-Migrate is bound when migrations are first needed (app/storage/database.py), whether they
 # run from `flask db`, from a server's first start or from alembic's own API.
 register_migrations(current_app._get_current_object())
 target_db = current_app.extensions["migrate"].db
@@ -88,7 +88,7 @@ def _begin_immediate(connection):
 
 
 def _restore_sqlite(connection):
-    """Back to the settings app/database.py gives every connection (an in-memory database
+    """Back to the settings app/storage/database.py gives every connection (an in-memory database
     lives only as long as its one connection, so this one is kept, not discarded)."""
     event.remove(connection, "begin", _begin_immediate)
     connection.exec_driver_sql("PRAGMA foreign_keys=ON")

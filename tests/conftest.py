@@ -18,11 +18,13 @@ from flask.testing import FlaskClient
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from app import create_app, reads, usage_counter
-from app.database import upgrade
+from app import create_app
+from app.domain.scopes import FIXED, to_bits
 from app.extensions import db
 from app.keys import operator
-from app.scopes import FIXED, to_bits
+from app.storage import reads
+from app.storage.database import upgrade
+from app.usage import counter as usage_counter
 from app.webhooks import sender
 from tests.databases import (
     ABOVE_THE_DATABASE,
@@ -180,7 +182,7 @@ _PARAMETER = re.compile(r"%\(\w+\)S|X'[0-9A-F]*'|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\
 @pytest.fixture
 def statements(app):
     """A recorder of the SQL statements the app sends to the database while it is active,
-    as the driver sees them (reads skip SQLAlchemy's execute events, app/reads.py), minus
+    as the driver sees them (reads skip SQLAlchemy's execute events, app/storage/reads.py), minus
     transaction control (BEGIN, COMMIT, ROLLBACK)."""
 
     @contextmanager
@@ -245,7 +247,7 @@ def no_usage_thread_outlives_its_test() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def own_counts(tmp_path, monkeypatch) -> None:
     """Each test's applications count their limits in a file of the test's own: the default
-    (host://, app/counting) is the project's instance folder, which tests would share."""
+    (host://, app/access/counting) is the project's instance folder, which tests would share."""
     monkeypatch.setenv("RATELIMIT_STORAGE_URI", f"host://{tmp_path}/limits.counts")
     # Nor does any application of a test run a webhook sender thread unless the test asks
     # (its config says WEBHOOK_SENDER_ENABLED): one that outlived its engine's disposal

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
-import app.models  # noqa: F401 - the tables, in db.metadata
+import app.storage.models  # noqa: F401 - the tables, in db.metadata
 from app.config import normalized_database_url
 from app.extensions import db
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 
 MAPPED = {"REMOTE_ADDR": "::ffff:10.0.0.1"}
 PLAIN = {"REMOTE_ADDR": "10.0.0.1"}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 
 
 def events(client, key: str, query: str = "") -> dict:
@@ -110,7 +110,7 @@ def test_bad_filters_are_422(client, org, query):
 
 
 def test_only_a_key_with_every_scope_reads_the_log(client, org, make_key):
-    from app.scopes import SCOPES
+    from app.domain.scopes import SCOPES
 
     nearly = make_key(scopes=list(SCOPES[:-1]))
     every = make_key(scopes=list(SCOPES))

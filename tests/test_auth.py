@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from app.keyformat import identifier_of, new_key
+from app.domain.keyformat import identifier_of, new_key
 
 CHALLENGE = 'Basic realm="api"'
 PROBLEM_JSON = "application/problem+json"

@@ -9,9 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import keyformat, queries
-from app.errors import ApiError
+from app.domain import keyformat
+from app.http.errors import ApiError
 from app.keys import schemas, service
+from app.storage import queries
 from tests.test_mcp import call, closed_mcp, refused  # noqa: F401 (closed_mcp: autouse)
 
 OWN = {"requests": 100, "seconds": 60}

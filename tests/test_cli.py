@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 from tests.contract import KEY_FIELDS
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 

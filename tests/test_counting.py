@@ -1,4 +1,4 @@
-"""The counts every limit shares on a host (app/counting, CONTRACT.md section 20): one
+"""The counts every limit shares on a host (app/access/counting, CONTRACT.md section 20): one
 file that every process of the host counts in, exactly, whatever process dies."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app import counting, create_app
-from app.counting.host import HostCounts
+from app import create_app
+from app.access import counting
+from app.access.counting.host import HostCounts
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def _storages(tmp_path):
 
 
 def test_exchange_gives_an_attempt_back_and_counts_a_use(tmp_path):
-    """A valid key's request (app/limits.py forgive_and_count): its address's attempt given
+    """A valid key's request (app/access/limits.py forgive_and_count): its address's attempt given
     back within its window, the key's request counted in a window of its own."""
     for storage in _storages(tmp_path):
         storage.reset()

@@ -8,8 +8,8 @@ import threading
 
 from sqlalchemy import text
 
-from app import reads
 from app.extensions import db
+from app.storage import reads
 from tests.databases import needs_postgresql
 
 ACTUAL = "SELECT organization_id, kind, count(*) FROM api_keys GROUP BY organization_id, kind"

@@ -11,8 +11,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from app import create_app
+from app.domain.keyformat import identifier_of
 from app.extensions import db
-from app.keyformat import identifier_of
 from tests.databases import needs_postgresql
 
 UNREACHABLE = {

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from app.credentials import Caller
+from app.domain.credentials import Caller
+from app.domain.scopes import ALL
 from app.extensions import db
 from app.keys import bodies, schemas, service
-from app.models import Organization
-from app.scopes import ALL
+from app.storage.models import Organization
 
 
 def test_keys_and_pages_dump_as_the_schemas_do(app, client, org, make_key):

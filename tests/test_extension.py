@@ -10,9 +10,9 @@ import re
 import pytest
 from flask import Flask
 
+from app.domain.keyformat import identifier_of, new_key
 from app.extension import ApiKeys, require_scopes
 from app.extensions import db
-from app.keyformat import identifier_of, new_key
 from app.webhooks import sender
 from examples import monitors
 from tests.processes import PROJECT

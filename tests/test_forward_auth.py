@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.keyformat import identifier_of
-from app.scopes import SCOPES
+from app.domain.keyformat import identifier_of
+from app.domain.scopes import SCOPES
 
 URL = "/api/forward-auth"
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -149,7 +149,7 @@ def test_scopes_loaded_once_per_query_string_are_those_the_schema_loads(app, que
     from marshmallow import ValidationError
 
     from app.checks import schemas
-    from app.scopes import to_bits
+    from app.domain.scopes import to_bits
 
     with app.test_request_context(f"/api/forward-auth?{query}"):
         from flask import request

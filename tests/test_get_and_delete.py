@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.keyformat import identifier_of, new_key
+from app.domain.keyformat import identifier_of, new_key
 from tests.contract import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"

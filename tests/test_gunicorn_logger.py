@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 from gunicorn.config import Config
 
-from app.gunicorn_logger import LINE, GunicornLogger
+from app.serving.gunicorn_logger import LINE, GunicornLogger
 from tests.processes import PROJECT
 
 KEY = "ak_DVIJcZUXMfmeznSOa3WWtlPqvGQLz9P377d76K01pTtI0KIp3P"
@@ -69,14 +69,14 @@ def test_a_bearer_credential_that_is_not_key_shaped_is_not_shown_either(tmp_path
 
 def test_gunicorn_conf_uses_this_logger_and_a_format_without_the_user_name():
     settings = runpy.run_path(str(PROJECT / "gunicorn.conf.py"))
-    assert settings["logger_class"] == "app.gunicorn_logger.GunicornLogger"
+    assert settings["logger_class"] == "app.serving.gunicorn_logger.GunicornLogger"
     assert settings["accesslog"] == "-"
     assert "%(u)s" not in settings["access_log_format"]
     assert "authorization" not in settings["access_log_format"].lower()
 
 
 def test_the_services_line_is_built_directly_and_reads_as_gunicorns_would(tmp_path):
-    """The lean line (app.gunicorn_logger.LINE) is what gunicorn's atoms give for the same
+    """The lean line (app.serving.gunicorn_logger.LINE) is what gunicorn's atoms give for the same
     format, key masked; a format of the operator's still goes through gunicorn's atoms."""
     settings = runpy.run_path(str(PROJECT / "gunicorn.conf.py"))
     assert settings["access_log_format"] == LINE

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.database import upgrade
+from app.storage.database import upgrade
 
 PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.keyformat import identifier_of, new_key
+from app.domain.keyformat import identifier_of, new_key
 
 URL = "/api/introspect"
 INACTIVE = {"active": False}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app, keyformat
+from app import create_app
+from app.domain import keyformat
 from app.extensions import db
 
 KEY_CHARACTERS = re.compile(r"[A-Za-z0-9_]+")

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.database import upgrade
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 from app.keys import operator
+from app.storage.database import upgrade
 from tests.databases import _administer, needs_postgresql
 
 

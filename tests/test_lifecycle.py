@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 
 HOUR = timedelta(hours=1)
 

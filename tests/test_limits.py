@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from app import counting, create_app, limits
+from app import create_app
+from app.access import counting, limits
 from tests.server.conftest import free_port
 
 

@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app import queries
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 from app.keys import writes
+from app.storage import queries
 from tests.contract import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"

@@ -7,7 +7,8 @@ from urllib.parse import quote
 
 import pytest
 
-from app import create_app, keyformat
+from app import create_app
+from app.domain import keyformat
 
 
 @pytest.mark.parametrize("logger_name", ["werkzeug", "app"])

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app import keyformat
+from app.domain import keyformat
 from tests.test_keyformat import base62_crc32
 
 WORD = string.ascii_letters + string.digits + "_"

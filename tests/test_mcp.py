@@ -19,13 +19,14 @@ from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy.exc import OperationalError
 
-from app import keyformat, openapi
-from app.challenges import Challenge
+from app.domain import keyformat
+from app.domain.scopes import KINDS, SCOPES
+from app.http.challenges import Challenge
+from app.http.messages import WORDS
 from app.keys import service
 from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
 from app.mcp import server as mcp_server
-from app.messages import WORDS
-from app.scopes import KINDS, SCOPES
+from app.openapi import document as openapi
 from tests.processes import PROJECT, run
 
 ACCEPT = "application/json, text/event-stream"
@@ -821,7 +822,7 @@ def test_a_server_that_cannot_start_is_made_again_on_the_next_request(
 SERVE_REST_ONLY = """
 import sys
 from app import create_app
-from app.database import upgrade
+from app.storage.database import upgrade
 from app.keys import operator
 
 app = create_app({"SQLALCHEMY_DATABASE_URI": sys.argv[1]})

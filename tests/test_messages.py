@@ -1,5 +1,5 @@
 """Errors say what to do (issue 36): every validation message of the API, the MCP tools and
-the CLI is in words a person can act on, marshmallow's defaults included (app/messages.py)."""
+the CLI is in words a person can act on, marshmallow's defaults included (app/http/messages.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from app.arguments import QueryInteger
-from app.keyformat import identifier_of
-from app.messages import PATTERNS, WORDS, plain
+from app.domain.keyformat import identifier_of
+from app.http.arguments import QueryInteger
+from app.http.messages import PATTERNS, WORDS, plain
 
 # What no answer may say any more: marshmallow's own words, and the bound of a number
 # nobody types.

@@ -12,10 +12,11 @@ import pytest
 from flask import Flask, jsonify
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import create_app, reads
+from app import create_app
+from app.domain.keyformat import identifier_of, new_key
 from app.extension import ApiKeys, require_scopes
 from app.extensions import db
-from app.keyformat import identifier_of, new_key
+from app.storage import reads
 from app.webhooks import sender
 from tests.processes import run, service_env
 
@@ -446,7 +447,8 @@ def test_a_database_that_does_not_answer_leaves_the_keys_out_of_a_scrape(
 # One process of the service, as a gunicorn worker is one: a request, then a scrape.
 ONE_PROCESS = """
 import sys
-from app import create_app, reads
+from app import create_app
+from app.storage import reads
 client = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": sys.argv[1]}).test_client()
 client.get("/no-such-path")
 print(client.get("/metrics").get_data(as_text=True))

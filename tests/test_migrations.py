@@ -19,8 +19,8 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from app.database import SchemaNotCurrent, require_current_schema, upgrade, upgrade_embedded
 from app.extensions import db
+from app.storage.database import SchemaNotCurrent, require_current_schema, upgrade, upgrade_embedded
 from tests.databases import needs_postgresql
 from tests.processes import PROJECT, run_flask, service_env
 

@@ -11,11 +11,11 @@ from marshmallow import ValidationError
 from openapi_spec_validator import validate
 from openapi_spec_validator.validation import OpenAPIV31SpecValidator
 
-from app import openapi
-from app.errors import CODES
+from app.domain.scopes import KINDS
+from app.http.errors import CODES
+from app.http.operations import ANY_REQUEST, ERROR_MEANINGS, PROBLEM_CODES, Operation, documented
 from app.keys import schemas
-from app.operations import ANY_REQUEST, ERROR_MEANINGS, PROBLEM_CODES, Operation, documented
-from app.scopes import KINDS
+from app.openapi import document as openapi
 
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
 # The endpoints that serve the document and its viewer, the page for people (a client

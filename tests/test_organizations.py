@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 
 PROBLEM_JSON = "application/problem+json"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
+from app.domain.periods import PERIODS
+from app.domain.scopes import FIXED, KINDS, to_names
 from app.keys.schemas import MAX_GRACE_SECONDS
-from app.periods import PERIODS
 from app.quotas.schemas import MAX_QUOTA_REQUESTS
-from app.scopes import FIXED, KINDS, to_names
 
 FILES = {"page/page.js": "text/javascript", "page/page.css": "text/css"}
 
@@ -128,7 +128,7 @@ def test_kinds_fixed_scopes_the_key_format_and_the_grace_limit_come_from_the_ser
     assert body["data-tail-length"] == str(keyformat.TAIL_LENGTH)
     [grace] = [attrs for tag, attrs in markup.elements if attrs.get("id") == "rotate-grace"]
     assert (grace["type"], grace["min"], grace["max"]) == ("number", "0", str(MAX_GRACE_SECONDS))
-    # A quota's figure and periods, as app/quotas/schemas.py and app/periods.py have them.
+    # A quota's figure and periods, as app/quotas/schemas.py and app/domain/periods.py have them.
     for which, least in (("key-quota-requests", "1"), ("grant-uses", "0")):
         [uses] = [attrs for tag, attrs in markup.elements if attrs.get("id") == which]
         assert (uses["type"], uses["min"], uses["max"]) == (

@@ -191,7 +191,7 @@ def test_an_update_to_the_same_policy_changes_nothing(client, org):
 @pytest.fixture
 def fenced(client, org):
     """A managing key limited to 10.0.0.0/8 and expiring in a day, and the client used from
-    inside that network (its policy lets it in: app/policy.py)."""
+    inside that network (its policy lets it in: app/access/policy.py)."""
     client.environ_base["REMOTE_ADDR"] = "10.1.2.3"
     ends = later(days=1)
     made = create(

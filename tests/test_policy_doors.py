@@ -12,7 +12,7 @@ import re
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from app.keyformat import identifier_of, new_key
+from app.domain.keyformat import identifier_of, new_key
 from tests.contract import METADATA_BYTES, metadata_header, metadata_of
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import ACCEPT, bearer, invalid_token

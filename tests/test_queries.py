@@ -11,9 +11,10 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select
 
-from app import queries, usage_counter
 from app.extensions import db
-from app.models import ApiKey
+from app.storage import queries
+from app.storage.models import ApiKey
+from app.usage import counter as usage_counter
 
 
 def writes(seen: list[str]) -> list[str]:

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app import limits, periods
+from app.access import limits
+from app.domain import periods
 from app.quotas import service as quotas
 from tests.test_mcp import call, listed, refused, rpc
 from tests.test_policy import create, events, rotate, update
@@ -235,7 +236,7 @@ def test_a_refusal_for_the_quota_is_counted_in_the_usage(client, org):
     key = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
     use(client, key)
     use(client, key)
-    from app import usage_counter
+    from app.usage import counter as usage_counter
 
     usage_counter.flush(client.application)
     usage = client.get(f"/api/keys/{key[:15]}/usage", auth=(org.sdk, "")).json

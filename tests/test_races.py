@@ -10,15 +10,16 @@ import pytest
 from sqlalchemy import create_engine, delete, func, select, update
 from sqlalchemy.exc import OperationalError
 
-from app import bootstrap, create_app, queries
-from app.credentials import Caller
-from app.database import upgrade_embedded
-from app.errors import ApiError
+from app import bootstrap, create_app
+from app.domain.credentials import Caller
+from app.domain.scopes import ALL, to_bits
+from app.domain.timestamps import iso, utcnow
 from app.extensions import db
+from app.http.errors import ApiError
 from app.keys import operator, service
-from app.models import ApiKey, AuditEvent, Organization
-from app.scopes import ALL, to_bits
-from app.timestamps import iso, utcnow
+from app.storage import queries
+from app.storage.database import upgrade_embedded
+from app.storage.models import ApiKey, AuditEvent, Organization
 from tests.databases import ON_POSTGRESQL
 
 

@@ -1,4 +1,4 @@
-"""The connection reads run on (app/reads.py): each thread keeps one from the pool between
+"""The connection reads run on (app/storage/reads.py): each thread keeps one from the pool between
 requests, closes it when the thread ends (it reads in autocommit: no write may get it), and
 replaces one the database dropped without the client noticing."""
 

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from app.keyformat import identifier_of, new_key
+from app.domain.keyformat import identifier_of, new_key
 from app.keys import service
 
 PROBLEM_JSON = "application/problem+json"

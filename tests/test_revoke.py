@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from app import keyformat
-from app.keyformat import identifier_of, new_key
+from app.domain import keyformat
+from app.domain.keyformat import identifier_of, new_key
 
 URL = "/api/revoke"
 # The regular expression docs/security.md gives secret scanners.

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import keyformat
+from app.domain import keyformat
+from app.domain.scopes import ALL, CUSTOM, FIXED, KINDS, SCOPES, TELEMETRY, to_bits, to_names
 from app.keys import operator
-from app.scopes import ALL, CUSTOM, FIXED, KINDS, SCOPES, TELEMETRY, to_bits, to_names
 
 SCOPE_SETS = st.frozensets(st.sampled_from(SCOPES))
 CREATE = st.tuples(st.just("create"), st.integers(0, 63), st.sampled_from(KINDS), SCOPE_SETS)

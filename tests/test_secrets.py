@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
+from app.http.messages import WORDS
 from app.keys import service
-from app.messages import WORDS
 
 
 @pytest.fixture

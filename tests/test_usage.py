@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from app import usage_counter
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
+from app.usage import counter as usage_counter
 from tests.databases import ON_POSTGRESQL
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import call, listed

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from app.config import DEFAULTS
-from app.keyformat import identifier_of
-from app.timestamps import iso, utcnow
+from app.domain.keyformat import identifier_of
+from app.domain.timestamps import iso, utcnow
 from app.webhooks import sender
 from tests import webhooks
 from tests.webhooks import deliveries, make_endpoint, payloads, verified

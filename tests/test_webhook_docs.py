@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 from app.webhooks import sender
 from tests.contract import KEY_FIELDS
 from tests.webhooks import deliveries, make_endpoint

@@ -11,7 +11,7 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 from app.webhooks import sender
 from tests import webhooks
 from tests.webhooks import body_of, make_endpoint, payloads, verified
@@ -137,7 +137,7 @@ def test_an_event_is_written_in_the_transaction_of_its_change(
     app, org, monkeypatch, client, receiver, sql
 ):
     """A change whose event cannot be written does not happen: one transaction."""
-    from app import webhook_outbox
+    from app.audit import outbox as webhook_outbox
 
     make_endpoint(client, org.sdk, receiver.url)
     keys_before = sql("SELECT count(*) FROM api_keys")[0][0]

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.timestamps import from_iso, iso, utcnow
+from app.domain.timestamps import from_iso, iso, utcnow
 
 URL = "http://127.0.0.1:9/hook"
 ALL_EVENTS = [
@@ -175,7 +175,7 @@ def test_an_update_needs_something_to_change(client, org):
 
 
 def test_only_sdk_integration_keys_manage_webhooks(client, org, make_key):
-    from app.scopes import SCOPES
+    from app.domain.scopes import SCOPES
 
     made = create(client, org.sdk).json
     everything = make_key(scopes=SCOPES)

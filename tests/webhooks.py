@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from standardwebhooks import Webhook
 
-from app import timestamps
+from app.domain import timestamps
 from tests.receivers import Received, Receiver, start_receiver
 
 

@@ -11,15 +11,18 @@ from typing import Any, Protocol
 from flask import has_request_context
 from sqlalchemy import insert
 
-from app import addresses, keyformat, metrics, queries, webhook_outbox
 from app.audit import events
-from app.credentials import Caller
-from app.errors import ApiError
+from app.audit import outbox as webhook_outbox
+from app.domain import addresses, keyformat
+from app.domain.credentials import Caller
+from app.domain.scopes import ALL
+from app.domain.timestamps import utcnow
 from app.extensions import db
-from app.models import AuditEvent
-from app.queries import Page
-from app.scopes import ALL
-from app.timestamps import utcnow
+from app.http.errors import ApiError
+from app.serving import metrics
+from app.storage import queries
+from app.storage.models import AuditEvent
+from app.storage.queries import Page
 
 _INSERT = insert(AuditEvent.__table__)
 KEY_ACTIONS = (
@@ -80,7 +83,7 @@ def record(
     limits see (None outside a request: the CLI). `actor_key` and `target_key` are the
     acting and target keys as they are now, whose name and kind the event keeps (None: the
     actor is no key). `key`, the key object as read, goes to the organization's webhooks
-    with the event (app/webhook_outbox.py)."""
+    with the event (app/audit/outbox.py)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     metrics.audit_recorded(action)

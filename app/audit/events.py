@@ -8,10 +8,10 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Select, and_, select
 
-from app import queries
 from app.extensions import db
-from app.models import AuditEvent
-from app.queries import Page
+from app.storage import queries
+from app.storage.models import AuditEvent
+from app.storage.queries import Page
 
 
 def events_page(

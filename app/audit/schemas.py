@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from marshmallow import Schema, ValidationError, fields, post_load, validate
 
-from app import keyformat
-from app.arguments import PageArguments, Timestamp
 from app.audit import ACTIONS
-from app.timestamps import iso
+from app.domain import keyformat
+from app.domain.timestamps import iso
+from app.http.arguments import PageArguments, Timestamp
 
 
 def _key_reference(value: str) -> None:

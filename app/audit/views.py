@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from app import audit, auth
+from app import audit
+from app.access import auth
 from app.audit import schemas
-from app.operations import KEYS_REQUEST, MANAGING, Operation, documented
-from app.request_body import query_arguments
+from app.http.operations import KEYS_REQUEST, MANAGING, Operation, documented
+from app.http.request_body import query_arguments
 
 bp = Blueprint("audit", __name__, url_prefix="/api/audit")
 bp.before_request(auth.require_managing_key)

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 from marshmallow import Schema, ValidationError, fields, validate
 from werkzeug.datastructures import MultiDict
 
-from app.scopes import SCOPES, to_bits
+from app.domain.scopes import SCOPES, to_bits
 
 
 class ForwardAuthArguments(Schema):

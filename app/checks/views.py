@@ -8,10 +8,12 @@ from urllib.parse import quote
 
 from flask import Blueprint, request
 
-from app import auth, keyformat, limits, policy
+from app.access import auth, limits, policy
 from app.checks import schemas
-from app.keys.schemas import metadata_json
-from app.operations import (
+from app.domain import keyformat
+from app.domain.scopes import KINDS, to_names
+from app.domain.timestamps import iso, unix_seconds
+from app.http.operations import (
     KEYS_REQUEST,
     MANAGING,
     RATELIMIT_HEADERS,
@@ -19,9 +21,8 @@ from app.operations import (
     Operation,
     documented,
 )
-from app.request_body import form_or_json_object
-from app.scopes import KINDS, to_names
-from app.timestamps import iso, unix_seconds
+from app.http.request_body import form_or_json_object
+from app.keys.schemas import metadata_json
 
 bp = Blueprint("checks", __name__, url_prefix="/api")
 

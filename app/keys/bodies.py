@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import keyformat
-from app.queries import Key, Page
+from app.domain import keyformat
+from app.domain.scopes import is_immutable, to_names
 from app.quotas import service as quotas
-from app.scopes import is_immutable, to_names
+from app.storage.queries import Key, Page
 
 
 def dump_key(key: Key) -> dict:

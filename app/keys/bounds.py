@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from app import usage_counter
-from app.credentials import Caller
-from app.errors import ApiError
-from app.queries import Key
-from app.scopes import exceeding, to_names
-from app.timestamps import from_iso, iso
+from app.domain.credentials import Caller
+from app.domain.scopes import exceeding, to_names
+from app.domain.timestamps import from_iso, iso
+from app.http.errors import ApiError
+from app.serving import verdicts
+from app.storage.queries import Key
 
 
 class Held(NamedTuple):
@@ -56,6 +56,13 @@ def judging(caller: Caller, key: Key) -> Held:
     return Held(key.scope_bits, key.allowed_ips, expires_at, key.rate_limit, key.quota)
 
 
+def refused(caller: Caller, refusal: ApiError) -> ApiError:
+    """`refusal` of the request's own key by a rule of the service after its door let it
+    through (`forbidden`, `scope_exceeds_caller`): its use counted as that refusal."""
+    verdicts.refused(caller.id, refusal.problem_code)
+    return refusal
+
+
 # --- scopes (section 3): their own refusals -------------------------------------------------
 
 
@@ -63,7 +70,7 @@ def require_power_over(caller: Caller, held: Held, key: Key) -> None:
     """A key may alter or revoke only keys whose scopes it holds all of: else 403
     `forbidden`."""
     if exceeding(key.scope_bits, held.scope_bits):
-        raise usage_counter.refused(
+        raise refused(
             caller, ApiError(403, "forbidden", "This key holds scopes the calling key lacks.")
         )
 
@@ -73,7 +80,7 @@ def require_scopes(caller: Caller, held: Held, scope_bits: int) -> None:
     excess = exceeding(scope_bits, held.scope_bits)
     if excess:
         names = ", ".join(to_names(excess))
-        raise usage_counter.refused(
+        raise refused(
             caller,
             ApiError(
                 403,

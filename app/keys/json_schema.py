@@ -4,9 +4,9 @@ pattern, and the rules the schemas check across fields (their `validates_schema`
 
 from __future__ import annotations
 
+from app.domain.periods import PERIODS
+from app.domain.scopes import CUSTOM, FIXED, KINDS, SCOPES, to_names
 from app.keys.schemas import BIDI_CONTROLS, CONTROLS, READ_ONLY, UPDATABLE
-from app.periods import PERIODS
-from app.scopes import CUSTOM, FIXED, KINDS, SCOPES, to_names
 
 # What the key output's fields are beyond their marshmallow type (fields.Function carries
 # none; the times are strings in the date-time format).

@@ -9,15 +9,17 @@ from collections.abc import Iterator
 
 from sqlalchemy.exc import IntegrityError
 
-from app import audit, keyformat, queries
+from app import audit
+from app.domain import keyformat
+from app.domain.scopes import FIXED, SDK_INTEGRATION, TELEMETRY
+from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.keys.bodies import dump_key
 from app.keys.service import key_named
 from app.keys.writes import DELETE, add_key
-from app.models import Organization
-from app.queries import Key
-from app.scopes import FIXED, SDK_INTEGRATION, TELEMETRY
-from app.timestamps import utcnow
+from app.storage import queries
+from app.storage.models import Organization
+from app.storage.queries import Key
 
 # The keys every new organization starts with: (name, kind).
 STARTING_KEYS = (("Telemetry", TELEMETRY), ("SDK Integration", SDK_INTEGRATION))

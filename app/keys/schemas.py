@@ -20,13 +20,13 @@ from marshmallow import (
     validates_schema,
 )
 
-from app import addresses, keyformat
-from app.arguments import PageArguments, RateLimit, Timestamp
-from app.queries import ACTIVE, EXPIRED
+from app.domain import addresses, keyformat
+from app.domain.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
+from app.domain.timestamps import utcnow
+from app.http.arguments import PageArguments, RateLimit, Timestamp
 from app.quotas import service as quotas
 from app.quotas.schemas import Quota
-from app.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
-from app.timestamps import utcnow
+from app.storage.queries import ACTIVE, EXPIRED
 
 # Sent back by clients that echo what they read; ignored on input.
 READ_ONLY = frozenset(
@@ -141,7 +141,7 @@ class QueryFlag(Flag):
 
 class Network(fields.String):
     """An IPv4 or IPv6 address or CIDR network, normalised: `10.0.0.7` is `10.0.0.7/32`,
-    `::ffff:10.0.0.0/104` is `10.0.0.0/8` (app/addresses.py); a network with host bits set
+    `::ffff:10.0.0.0/104` is `10.0.0.0/8` (app/domain/addresses.py); a network with host bits set
     is refused, as a likely mistake."""
 
     def _deserialize(self, value, attr, data, **kwargs) -> str:

@@ -1,7 +1,7 @@
 """The rules of the spec and the contract for a key's every change by a key: create, update,
-rotate, delete, a leak report, a quota grant. Its reads are app/queries.py's, its writes
+rotate, delete, a leak report, a quota grant. Its reads are app/storage/queries.py's, its writes
 app/keys/writes.py's; what the operator does is app/keys/operator.py's (a use's
-`last_used` is app/auth.py's).
+`last_used` is app/access/auth.py's).
 
 Every function takes the organization explicitly (the caller's, or the operator's choice
 in the CLI): no query runs without it.
@@ -16,10 +16,13 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from app import audit, keyformat, queries
-from app.credentials import Caller
-from app.errors import ApiError, invalid
+from app import audit
+from app.domain import keyformat
+from app.domain.credentials import Caller
+from app.domain.scopes import is_immutable, misfit, to_names
+from app.domain.timestamps import TICK, from_iso, iso, utcnow
 from app.extensions import db
+from app.http.errors import ApiError, invalid
 from app.keys import bounds
 from app.keys.bodies import dump_key
 from app.keys.writes import (
@@ -32,10 +35,9 @@ from app.keys.writes import (
     write_metadata,
 )
 from app.organizations import policy as organization_policy
-from app.queries import Key, Page
 from app.quotas import service as quotas
-from app.scopes import is_immutable, misfit, to_names
-from app.timestamps import TICK, from_iso, iso, utcnow
+from app.storage import queries
+from app.storage.queries import Key, Page
 
 
 def _not_found() -> ApiError:

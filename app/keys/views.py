@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from flask import Blueprint, url_for
 
-from app import auth
+from app.access import auth
+from app.http.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
+from app.http.request_body import has_body, json_object, query_arguments
 from app.keys import bodies, schemas, service
-from app.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.quotas import schemas as quota_schemas
-from app.request_body import has_body, json_object, query_arguments
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
 bp.before_request(auth.require_managing_key)

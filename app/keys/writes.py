@@ -16,14 +16,15 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy import bindparam, delete, insert, update
 
-from app import audit, keyformat
-from app.credentials import Caller
+from app import audit
+from app.domain import keyformat
+from app.domain.credentials import Caller
+from app.domain.scopes import to_names
+from app.domain.timestamps import iso, utcnow
 from app.extensions import db
 from app.keys.bodies import dump_key
-from app.models import ApiKey, KeyMetadata
-from app.queries import Key
-from app.scopes import to_names
-from app.timestamps import iso, utcnow
+from app.storage.models import ApiKey, KeyMetadata
+from app.storage.queries import Key
 
 KEYS = ApiKey.__table__
 UPDATE = update(KEYS).where(KEYS.c.identifier == bindparam("key"))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from app import limits
+from app.access import limits
+from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
+from app.http.request_body import json_object
 from app.keys import service
 from app.leaks.schemas import LeakReport, leak_report
-from app.operations import ANY_REQUEST, WITH_BODY, Operation, documented
-from app.request_body import json_object
 
 bp = Blueprint("leaks", __name__, url_prefix="/api/revoke")
 

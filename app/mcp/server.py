@@ -46,10 +46,12 @@ from mcp_types import (
 )
 from mcp_types import Tool as ListedTool
 
-from app import errors, keyformat, openapi
-from app.credentials import Caller
-from app.logs import MaskKeys
+from app.domain import keyformat
+from app.domain.credentials import Caller
+from app.http import errors
 from app.mcp import CALLER, tools
+from app.openapi import document as openapi
+from app.serving.logs import MaskKeys
 
 NAME = "api-keys-service"
 INSTRUCTIONS = (

@@ -2,7 +2,7 @@
 the same name: it loads its arguments with the same marshmallow schemas, calls the same
 service function and answers the same body, so that no rule exists twice. Its input and
 output schemas are that operation's in the OpenAPI document, which the same schemas
-generate (app/openapi.py): the same enums and bounds, never retyped.
+generate (app/openapi/document.py): the same enums and bounds, never retyped.
 
 Nothing here imports the MCP SDK (app/mcp/server.py does) or knows SQL.
 """
@@ -20,8 +20,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from app import errors
-from app.credentials import Caller
+from app.domain.credentials import Caller
+from app.http import errors
 from app.keys import bodies, schemas, service
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage_service

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from flask import Blueprint, Flask, Response, current_app, g, request
 
-from app import auth, credentials
-from app.challenges import Challenge
-from app.errors import PROBLEM_JSON, ApiError
-from app.mcp import CALLER
-from app.operations import (
+from app.access import auth
+from app.domain import credentials
+from app.domain.scopes import SDK_INTEGRATION
+from app.http.challenges import Challenge
+from app.http.errors import PROBLEM_JSON, ApiError
+from app.http.operations import (
     ANY_REQUEST,
     BEARER,
     ERROR_MEANINGS,
@@ -28,8 +29,8 @@ from app.operations import (
     Operation,
     documented,
 )
-from app.request_body import json_object
-from app.scopes import SDK_INTEGRATION
+from app.http.request_body import json_object
+from app.mcp import CALLER
 
 if TYPE_CHECKING:  # imported on first use only: it imports the SDK
     from app.mcp.server import Runtime
@@ -67,7 +68,7 @@ JSON_RPC_MESSAGE = {
 def authenticate() -> None:
     """An sdk_integration key as a Bearer token, behind the abuse limits: 401 with a Bearer
     challenge for none, another scheme, or a bad or deleted key (saying invalid_token for a
-    token presented, app/challenges.py); 403 for a key of another kind. The key's policy
+    token presented, app/http/challenges.py); 403 for a key of another kind. The key's policy
     refuses every message, but a message is a use of the key (its own limit, its usage)
     only once its body shows a tool call: mcp() says."""
     g.holder = auth.authenticate(

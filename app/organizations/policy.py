@@ -13,7 +13,7 @@ asks govern() once per write of a key; nothing else here writes.
   without naming one (within its caller's, app/keys/bounds.py).
 
 The policy applies to what is made or changed after it is set: existing keys outside it
-stay as they are, listed by `GET /api/keys?outside_policy=true` (app/queries.py).
+stay as they are, listed by `GET /api/keys?outside_policy=true` (app/storage/queries.py).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import NamedTuple
 
 from sqlalchemy import func, select, update
 
-from app import queries
-from app.credentials import Caller
-from app.errors import ApiError
+from app.domain.credentials import Caller
+from app.domain.scopes import SDK_INTEGRATION
+from app.domain.timestamps import utcnow
 from app.extensions import db
-from app.models import KeyCount, Organization
-from app.scopes import SDK_INTEGRATION
-from app.timestamps import utcnow
+from app.http.errors import ApiError
+from app.storage import queries
+from app.storage.models import KeyCount, Organization
 
 # The bounds of each rule the operator sets.
 MAX_KEYS = 100_000

@@ -6,10 +6,10 @@ from typing import Any
 
 from marshmallow import Schema, fields, validate
 
-from app.arguments import RateLimit
+from app.domain.timestamps import iso
+from app.http.arguments import RateLimit
 from app.organizations.policy import MAX_KEYS, MAX_LIFETIME_DAYS, Summary
 from app.quotas.schemas import Quota
-from app.timestamps import iso
 
 
 class PolicyChange(Schema):

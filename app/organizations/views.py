@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from app import auth
-from app.operations import KEYS_REQUEST, MANAGING, Operation, documented
+from app.access import auth
+from app.domain.scopes import SDK_INTEGRATION
+from app.http.operations import KEYS_REQUEST, MANAGING, Operation, documented
 from app.organizations import policy, schemas
-from app.scopes import SDK_INTEGRATION
 
 bp = Blueprint("organization", __name__, url_prefix="/api/organization")
 bp.before_request(auth.require_managing_key)

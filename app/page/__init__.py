@@ -6,21 +6,21 @@ with the key the person pastes, as any client does: every rule stays in the API.
 The scopes, the kinds and their fixed scopes, the audit log's actions, a key's shape (so
 that the page can tell a person that what they pasted is not a whole key before sending it
 anywhere), the longest grace period of a rotation and a quota's periods and largest figure
-come from app/scopes.py, app/audit, app/keyformat.py, app/keys/schemas.py, app/periods.py
-and app/quotas/schemas.py, written into the HTML when it is served (the page
-runs no inline script).
+come from app/domain/scopes.py, app/audit, app/domain/keyformat.py, app/keys/schemas.py,
+app/domain/periods.py and app/quotas/schemas.py, written into the HTML when it is served
+(the page runs no inline script).
 """
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, render_template, request
 
-from app import keyformat
 from app.audit import ACTIONS
+from app.domain import keyformat
+from app.domain.periods import PERIODS
+from app.domain.scopes import FIXED, KINDS, SCOPES, to_names
 from app.keys.schemas import MAX_GRACE_SECONDS
-from app.periods import PERIODS
 from app.quotas.schemas import MAX_QUOTA_REQUESTS
-from app.scopes import FIXED, KINDS, SCOPES, to_names
 
 bp = Blueprint(
     "page",

@@ -6,7 +6,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from app.periods import PERIODS
+from app.domain.periods import PERIODS
 
 MAX_QUOTA_REQUESTS = 1_000_000_000
 

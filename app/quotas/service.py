@@ -1,4 +1,4 @@
-"""A quota's count where the limits count it (app/limits.py), read for the key object and
+"""A quota's count where the limits count it (app/access/limits.py), read for the key object and
 set by grants (POST /api/keys/<key>/quota, which app/keys/service.py audits as key.quota;
 CONTRACT.md section 21)."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from flask import current_app
 
-from app import periods
-from app.errors import ApiError
-from app.limits import Limits
-from app.queries import Key
-from app.timestamps import utcnow
+from app.access.limits import Limits
+from app.domain import periods
+from app.domain.timestamps import utcnow
+from app.http.errors import ApiError
+from app.storage.queries import Key
 
 
 def _limits() -> Limits:

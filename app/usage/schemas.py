@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from app.arguments import Timestamp
-from app.timestamps import utcnow
+from app.domain.timestamps import utcnow
+from app.http.arguments import Timestamp
 from app.usage.service import DAY, DEFAULT_WINDOW, GRANULARITIES, LONGEST_WINDOW, window
 
 

@@ -8,14 +8,14 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from app.credentials import Caller
+from app.domain.credentials import Caller
+from app.domain.keyformat import shown
+from app.domain.scopes import SCOPES, to_names
+from app.domain.timestamps import iso, utcnow
 from app.extensions import db
-from app.keyformat import shown
 from app.keys import service
-from app.models import KeyUsage
-from app.scopes import SCOPES, to_names
-from app.timestamps import iso, utcnow
-from app.usage_counter import ALLOWED, USE
+from app.storage.models import KeyUsage
+from app.usage.counter import ALLOWED, USE
 
 HOUR = "hour"
 DAY = "day"

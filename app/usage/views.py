@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from app import auth
-from app.operations import KEYS_REQUEST, MANAGING, Operation, documented
-from app.request_body import query_arguments
+from app.access import auth
+from app.http.operations import KEYS_REQUEST, MANAGING, Operation, documented
+from app.http.request_body import query_arguments
 from app.usage import schemas, service
 
 bp = Blueprint("usage", __name__, url_prefix="/api/keys")

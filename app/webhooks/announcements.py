@@ -16,11 +16,13 @@ from datetime import datetime, timedelta
 from flask import Flask
 from sqlalchemy import select
 
-from app import audit, database, periods, queries, timestamps
+from app import audit
+from app.domain import periods, timestamps
 from app.extensions import db
 from app.keys.bodies import dump_key
-from app.models import ApiKey, KeyAnnouncement, WebhookEndpoint
 from app.quotas import service as quotas
+from app.storage import database, queries
+from app.storage.models import ApiKey, KeyAnnouncement, WebhookEndpoint
 
 # The notices of an expiry, from the earliest: how long before expires_at each is due.
 NOTICES = (("7d", timedelta(days=7)), ("1d", timedelta(days=1)), ("expired", timedelta(0)))

@@ -14,10 +14,10 @@ from marshmallow import (
     validates_schema,
 )
 
-from app.arguments import PageArguments
+from app.audit.outbox import EVENT_TYPES
+from app.domain.timestamps import iso
+from app.http.arguments import PageArguments
 from app.keys.schemas import Flag, _printable
-from app.timestamps import iso
-from app.webhook_outbox import EVENT_TYPES
 from app.webhooks import targets
 
 DESCRIPTION_MAX_LENGTH = 500

@@ -39,15 +39,17 @@ from flask import Flask
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import audit, timestamps, webhook_outbox
+from app import audit
+from app.audit import outbox as webhook_outbox
+from app.audit.outbox import DELIVERED, FAILED, PENDING
+from app.domain import timestamps
 from app.extensions import db
-from app.models import (
+from app.storage.models import (
     KeyAnnouncement,
     WebhookDelivery,
     WebhookEndpoint,
     WebhookEvent,
 )
-from app.webhook_outbox import DELIVERED, FAILED, PENDING
 from app.webhooks import announcements, signatures, targets
 
 EXTENSION = "webhook_sender"

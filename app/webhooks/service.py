@@ -14,13 +14,15 @@ from typing import Any, NamedTuple
 from flask import current_app
 from sqlalchemy import func, select
 
-from app import audit, timestamps, webhook_outbox
-from app.credentials import Caller
-from app.errors import ApiError, invalid
+from app import audit
+from app.audit import outbox as webhook_outbox
+from app.domain import timestamps
+from app.domain.credentials import Caller
+from app.domain.scopes import SDK_INTEGRATION
 from app.extensions import db
-from app.models import Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from app.queries import Page
-from app.scopes import SDK_INTEGRATION
+from app.http.errors import ApiError, invalid
+from app.storage.models import Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.storage.queries import Page
 from app.webhooks import signatures, targets
 
 MAX_ENDPOINTS = 20

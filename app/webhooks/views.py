@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from flask import Blueprint, g, url_for
 
-from app import auth
-from app.operations import ANY_REQUEST, WITH_BODY, Operation, documented
-from app.request_body import json_object, query_arguments
-from app.scopes import SDK_INTEGRATION
+from app.access import auth
+from app.domain.scopes import SDK_INTEGRATION
+from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
+from app.http.request_body import json_object, query_arguments
 from app.webhooks import schemas, service
 
 bp = Blueprint("webhooks", __name__, url_prefix="/api/webhooks")

@@ -3,7 +3,7 @@
 `quota_requests` and `quota_period` (both null: no quota); `quota_counter`, the identifier
 whose count the key spends (its own, or the first of its rotations': a successor takes
 over its predecessor's count). The counts themselves live where the limits count
-(app/counting), not in the database: no write per use.
+(app/access/counting), not in the database: no write per use.
 
 Revision ID: 0006
 Revises: 0005

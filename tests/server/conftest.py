@@ -29,9 +29,10 @@ import redis
 from flask import Flask
 from sqlalchemy import create_engine, text
 
-from app import create_app, reads
+from app import create_app
 from app.extensions import db
 from app.keys.operator import create_organization
+from app.storage import reads
 from tests.databases import drop_database, new_database_url
 from tests.processes import GUNICORN, PROJECT, run_flask, service_env
 

@@ -10,7 +10,7 @@ import http.client
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
 from tests.server.test_gunicorn import sdk_key
 
 

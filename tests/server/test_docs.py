@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
 from tests.contract import KEY_FIELDS
 from tests.processes import BIN, PROJECT, service_env
 from tests.server.conftest import START_TIMEOUT, Server, serving

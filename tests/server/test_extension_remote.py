@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from app.domain.keyformat import identifier_of
 from app.extensions import db
-from app.keyformat import identifier_of
 from examples import monitors
 from tests.server.conftest import Server, free_port, serving
 from tests.server.test_gunicorn import sdk_key

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from app import keyformat
-from app.scopes import SCOPES
+from app.domain import keyformat
+from app.domain.scopes import SCOPES
 from tests.contract import METADATA_BYTES, metadata_of
 from tests.processes import PROJECT
 from tests.server.conftest import START_TIMEOUT, Server, free_port, serving

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
 from tests.processes import BIN
 from tests.server.conftest import Server, serving
 from tests.server.test_gunicorn import sdk_key

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
 from tests.processes import GUNICORN, PROJECT, service_env
 from tests.server.conftest import free_port, serving
 from tests.server.test_gunicorn import in_parallel, sdk_key

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app import keyformat
+from app.domain import keyformat
 from tests.server.test_gunicorn import printed_keys, sdk_key
 
 requests_client = pytest.importorskip(

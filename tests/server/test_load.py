@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from app import keyformat
-from app.scopes import ALL, FIXED, SCOPES, to_bits
+from app.domain import keyformat
+from app.domain.scopes import ALL, FIXED, SCOPES, to_bits
 from tests.server.test_gunicorn import sdk_key
 
 LOAD_SECONDS = float(os.environ.get("SERVER_LOAD_SECONDS", "15"))

@@ -40,8 +40,8 @@ from mcp_types.version import (
     LATEST_MODERN_VERSION,
 )
 
-from app import keyformat
-from app.scopes import SCOPES
+from app.domain import keyformat
+from app.domain.scopes import SCOPES
 from tests.processes import PROJECT, run, service_env
 from tests.server.conftest import REQUEST_TIMEOUT, Org, Server, serving
 from tests.server.test_gunicorn import in_parallel, sdk_key

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from app import policy
-from app.keyformat import new_key
+from app.access import policy
+from app.domain.keyformat import new_key
 from tests.processes import PROJECT
 from tests.server.conftest import Org, Server, serving
 

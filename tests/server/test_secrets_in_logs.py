@@ -12,7 +12,7 @@ import hashlib
 import http.client
 import json
 
-from app import keyformat
+from app.domain import keyformat
 from tests.server.test_gunicorn import printed_keys, sdk_key
 from tests.test_masking import leaked
 

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.keyformat import identifier_of
+from app.domain.keyformat import identifier_of
 from tests.server.conftest import Response, Server, serving
 from tests.server.test_gunicorn import sdk_key
 

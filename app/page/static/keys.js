@@ -150,7 +150,7 @@ function usageCell(key) {
   return cell;
 }
 
-// Every scope there is (app/scopes.py, written into the page).
+// Every scope there is (app/domain/scopes.py, written into the page).
 const EVERY_SCOPE = document.body.dataset.scopes.split(" ");
 // More scopes than this are said in a few words ("all 11 scopes"), their list on demand.
 const SCOPES_SHOWN = 4;

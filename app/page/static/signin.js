@@ -10,7 +10,7 @@ import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
 import { closeUsage } from "./usage.js";
 
-// A key's shape (app/keyformat.py, written into the page's data attributes):
+// A key's shape (app/domain/keyformat.py, written into the page's data attributes):
 // <identifier><secret><checksum>, the checksum the CRC-32 of what comes before it in base62.
 const shape = document.body.dataset;
 const ALPHABET = shape.alphabet;

@@ -40,7 +40,7 @@ def no_server_error_but_an_unknown_codings_501(ctx, response, case) -> bool | No
     """schemathesis's not_a_server_error, but for the 501 that HTTP/1.1 asks of a server that
     does not know a transfer coding the request names (RFC 9112, section 6.1), which the
     document lists for every operation: the fuzzer invents a Transfer-Encoding header at
-    times, and gunicorn answers it so (app/gunicorn_errors.py)."""
+    times, and gunicorn answers it so (app/serving/gunicorn_errors.py)."""
     named = {name.lower(): value for name, value in (case.headers or {}).items()}
     coding = named.get("transfer-encoding", "chunked").strip().lower()
     if response.status_code == 501 and coding != "chunked":

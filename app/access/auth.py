@@ -1,0 +1,214 @@
+"""Authentication: the presented key -> its digest -> one indexed lookup -> its policy's
+verdict (app/access/policy.py) -> the caller, behind the abuse limits; `last_used` recorded.
+Every endpoint that takes a key calls authenticate(); the keys blueprint's hook adds the
+managing-kind rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from flask import Response, current_app, g, request
+from sqlalchemy import bindparam, update
+
+from app.access import limits, policy
+from app.domain import addresses, credentials, keyformat
+from app.domain.credentials import Caller
+from app.domain.scopes import MANAGING_KINDS, exceeding, to_names
+from app.domain.timestamps import seconds_since, utcnow
+from app.extensions import db
+from app.http.challenges import Challenge
+from app.http.errors import ApiError
+from app.serving import verdicts
+from app.storage import queries
+from app.storage.models import ApiKey
+from app.storage.queries import Holder
+
+CHALLENGE = Challenge("Basic", "api")
+UNAUTHORIZED = "unauthorized"
+
+# The doors a key is checked at, as app/serving/metrics.py counts their verdicts.
+REST = "rest"
+MCP = "mcp"
+FORWARD_AUTH = "forward_auth"
+INTROSPECTION = "introspection"
+EXTENSION = "extension"
+
+# How a key may be presented, as a 401 says it.
+WAYS = {
+    credentials.BASIC: "as the user name of HTTP Basic authentication",
+    credentials.BEARER: "as a Bearer token",
+}
+
+
+def unauthorized(
+    challenge: Challenge = CHALLENGE,
+    schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    presented: bool = False,
+) -> ApiError:
+    """401: no valid key in one of `schemes`; `presented`: the request presented one in
+    them, which the challenge says was refused (app/http/challenges.py)."""
+    ways = " or ".join(WAYS[scheme] for scheme in schemes)
+    detail = f"A valid API key is required, {ways}."
+    header = challenge.header(detail if presented else None)
+    return ApiError(401, UNAUTHORIZED, detail, headers=[header])
+
+
+def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
+    """`door`'s verdict on the request's key (`outcome`: allowed, or the refusal's code), the
+    one call that counts it: in the metrics, and in the usage of the key `key` (its id: the
+    key the door has just found; None: the one it found before) with, let through, the
+    `scopes` (bits) it checked."""
+    verdicts.record(door, outcome, key, scopes)
+
+
+def refused(door: str, refusal: ApiError) -> ApiError:
+    """`refusal` of the request's key at `door`, counted as the door's verdict (its code)."""
+    checked(door, refusal.problem_code)
+    return refusal
+
+
+# Named by identifier, as every write of a key is (app/keys/service.py says why).
+_RECORD_USE = (
+    update(ApiKey).where(ApiKey.identifier == bindparam("key")).values(last_used=bindparam("now"))
+)
+
+
+def record_use(identifier: str, last_used: datetime | None) -> None:
+    """A key was used now: written on its first use, then at most once per
+    LAST_USED_RESOLUTION seconds, so that reads do not become writes."""
+    resolution = current_app.config["LAST_USED_RESOLUTION"]
+    if last_used is None or seconds_since(last_used) >= resolution:
+        db.session.execute(_RECORD_USE, {"key": identifier, "now": utcnow()})
+        db.session.commit()
+
+
+# Every organization: what authenticate() and found() serve unless told one.
+ANY_ORGANIZATION = None
+
+
+def found(
+    key: str, organization_id: int | None = ANY_ORGANIZATION, facts: bool = False
+) -> Holder | None:
+    """The key with this full value, for a request's own key and for a key another service
+    checks (introspection, which asks for its `facts`: Holder's last fields). A key of another
+    organization than `organization_id` (when one is named) is no key there: unknown, its
+    policy untold and its use not recorded."""
+    holder = queries.holder(keyformat.digest(key), facts)
+    if holder is None or organization_id not in (ANY_ORGANIZATION, holder.caller.organization_id):
+        return None
+    return holder
+
+
+def _judged(
+    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool
+) -> policy.Verdict:
+    """The policy's verdict on a found key at `door`, counted: in the metrics, and in the
+    key's usage when the request `is_use` (policy.verdict says what is no use)."""
+    decided = policy.verdict(holder.caller, address, is_use)
+    checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id if is_use else None)
+    return decided
+
+
+def use(
+    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool = True
+) -> policy.Verdict:
+    """The policy's verdict on a found key used at `door` (counted) from the client
+    `address()` gives; a key it lets through has its use recorded (`last_used`: any request
+    it authenticates, one that is no use included)."""
+    decided = _judged(holder, address, door, is_use)
+    if decided.refusal is None:
+        record_use(holder.caller.identifier, holder.last_used)
+    return decided
+
+
+def _admit(decided: policy.Verdict, challenge: Challenge) -> None:
+    """The key's RateLimit and Quota headers on the answer, when it has a limit or quota
+    of its own, and the verdict's refusal raised, if any."""
+    if decided is not policy.USABLE:  # refused, or with a limit of its own
+        policy.answer_with_headers(decided)
+        if decided.refusal is not None:
+            raise policy.refusal(decided, challenge)
+
+
+def authenticate(
+    rate: str = limits.PER_KEY,
+    challenge: Challenge = CHALLENGE,
+    schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    organization_id: int | None = ANY_ORGANIZATION,
+    door: str = REST,
+    facts: bool = False,
+    is_use: bool = True,
+) -> Holder:
+    """The key this request's Authorization presents in one of `schemes` (of the
+    organization `organization_id`, when one is named) at `door`, which its policy lets
+    through from the client's address, as the read found it (its `caller`, and its `facts`
+    when asked: forward auth answers the organization's name): 429 past the abuse limits
+    (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
+    refusal otherwise. A request that `is_use` not (policy.verdict) spends nothing of the
+    key's own limit and quota and is in no key's usage; spend() makes it a use later."""
+    limits.attempt()  # a failed authentication unless the key proves valid
+    header = request.headers.get("Authorization")
+    presented = credentials.presented(header)
+    valid = presented is not None and presented.scheme in schemes
+    holder = found(presented.key, organization_id, facts) if valid else None
+    if holder is None:
+        sent = credentials.scheme_of(header) in schemes
+        raise refused(door, unauthorized(challenge, schemes, sent))
+    decided = use(holder, addresses.client_address, door, is_use)
+    if decided.refusal in policy.SPENT:
+        limits.forgive()  # a key spent by its holder: it guessed nothing
+    _admit(decided, challenge)
+    limits.forgive_and_count(holder.caller.identifier, rate)  # a valid key: the same
+    return holder
+
+
+def spend(holder: Holder, door: str, challenge: Challenge) -> None:
+    """The request that authenticate() let `holder` through as no use turns out to be one
+    (MCP's tools/call, once its body is read): the policy judges it again, its own limit
+    spent, and counts it in the key's usage; its refusal raised as authenticate() does.
+    `last_used` and the abuse limits have counted the request already."""
+    _admit(_judged(holder, addresses.client_address, door, is_use=True), challenge)
+
+
+def require_held(required: int, held: int, door: str) -> None:
+    """403 naming the scopes of `required` that `held` lacks (bits), for a check of a key
+    against the scopes a service requires at `door`: forward auth and the Flask extension.
+    A key that holds them has each counted in its usage."""
+    missing = exceeding(required, held)
+    if missing:
+        names = ", ".join(to_names(missing))
+        raise refused(door, ApiError(403, "forbidden", f"This key lacks the scopes: {names}."))
+    if required:
+        checked(door, verdicts.ALLOWED, scopes=required)
+
+
+def caller() -> Caller:
+    """The key that authenticated the current request."""
+    return g.caller
+
+
+def managing_caller(rate: str = limits.PER_KEY) -> Caller:
+    """The request's key, which must be of a managing kind: 403 for telemetry."""
+    caller = authenticate(rate).caller
+    if caller.kind not in MANAGING_KINDS:
+        raise refused(REST, ApiError(403, "forbidden", "Telemetry keys cannot manage API keys."))
+    return caller
+
+
+def require_managing_key() -> None:
+    """The before_request hook of the key-management blueprints."""
+    g.caller = managing_caller()
+
+
+# The first segment of the paths whose answers are never kept.
+_PRIVATE_ROOTS = frozenset({"api", "mcp"})
+
+
+def no_store(response: Response) -> Response:
+    """The application's after_request hook: every answer under /api and /mcp (key data,
+    events, refusals, routing's 404 and 405 included) is never kept by a browser or a
+    proxy. An application hook, not a blueprint's: routing refusals reach no blueprint."""
+    if request.path.split("/", 2)[1] in _PRIVATE_ROOTS:
+        response.headers["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,162 @@
+"""Where every limit is counted (CONTRACT.md section 20): the abuse limits, a key's own
+rate limit and, for the same reasons, anything else that must hold across workers.
+
+- `host://` (the default): a table in a memory-mapped file that every worker of this host
+  opens, so that a key limited to R uses gets R across all of them, with no server to
+  install. The file is `instance/limits.counts` (`host:///path/to/file` names another).
+  A worker that dies takes no count with it: the counts are in the file, and the kernel
+  releases a dead process's lock. They survive a restart of the service too.
+- `redis://...`: `limits`' Redis storage, shared by every worker of every host.
+- `memory://`: each process's own memory, for one process only (`flask run`, tests):
+  gunicorn with several workers refuses it at start (app/bootstrap.py).
+
+HostCounts (host.py) and MemoryCounts (memory.py) implement `limits`' Storage for its fixed
+windows, as its MemoryStorage does: a counter's window starts with its first hit and ends
+`expiry` seconds later. Here: which storage a URI names, and the operations every limit
+needs of any of them, in one step where the storage has one."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from limits.storage import RedisClusterStorage, RedisStorage, Storage, storage_from_string
+
+from app.access.counting.host import FILE_NAME, HOST, HostCounts
+from app.access.counting.memory import MemoryCounts
+from app.access.counting.windows import Counter, Spent, first_refusing
+
+
+def scheme(uri: str) -> str:
+    return uri.split(":", 1)[0]
+
+
+# Redis: one count taken back from KEYS[1] when it has one (a window that has ended has
+# none), then, with KEYS[2], one added to it (ARGV[1]: the length of a new window, as
+# `limits`' own incr_expire starts one) and its count returned; atomic in Redis.
+_GIVE_BACK = """
+if tonumber(redis.call('get', KEYS[1]) or '0') > 0 then redis.call('decr', KEYS[1]) end
+if KEYS[2] == nil then return 0 end
+local count = redis.call('incr', KEYS[2])
+if count == 1 then redis.call('expire', KEYS[2], ARGV[1]) end
+return count
+"""
+
+
+def _scripted(counts: Storage) -> bool:
+    """Whether `counts` takes this module's scripts: Redis, but a cluster, where the keys of
+    one script may live on different nodes."""
+    return isinstance(counts, RedisStorage) and not isinstance(counts, RedisClusterStorage)
+
+
+# Redis: every counter's count read, then each incremented only if none is spent, in one
+# script (atomic in Redis). ARGV: each counter's window length and limit.
+_SPEND = """
+local counts, ends, refused = {}, {}, 0
+for i, key in ipairs(KEYS) do
+  counts[i] = tonumber(redis.call('get', key) or '0')
+  if refused == 0 and counts[i] >= tonumber(ARGV[2 * i]) then refused = i end
+end
+if refused == 0 then
+  for i, key in ipairs(KEYS) do
+    counts[i] = redis.call('incr', key)
+    if redis.call('ttl', key) == -1 then redis.call('expire', key, ARGV[2 * i - 1]) end
+  end
+end
+for i, key in ipairs(KEYS) do ends[i] = redis.call('pttl', key) end
+return {refused, counts, ends}
+"""
+
+
+def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
+    """One use counted by every counter, or by none when one of them has no use left in
+    its window (CONTRACT.md section 20, all or nothing): a key's own rate limit and its
+    quota, one decision under one lock (one script in Redis). Another storage of `limits`
+    (a Redis cluster included) is asked counter by counter, which is exact for each but
+    not all or nothing."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        return counts.spend(counters)
+    if _scripted(counts):
+        keys = [counts.prefixed_key(counter.key) for counter in counters]
+        arguments = [value for c in counters for value in (max(1, math.ceil(c.expiry)), c.limit)]
+        script = counts.get_connection().register_script(_SPEND)
+        refused, found, ttls = script(keys, arguments)
+        now = time.time()
+        ends = [now + max(ttl, 0) / 1000 for ttl in ttls]
+        return Spent(None if refused == 0 else refused - 1, [int(c) for c in found], ends)
+    found = [counts.get(counter.key) for counter in counters]
+    refused = first_refusing(counters, found)
+    if refused is None:
+        found = [counts.incr(c.key, math.ceil(c.expiry)) for c in counters]
+    return Spent(refused, found, [counts.get_expiry(counter.key) for counter in counters])
+
+
+def set_count(counts: Storage, key: str, expiry: float, count: int) -> None:
+    """`key`'s count made `count` in its current window (a new one of `expiry` seconds
+    when it has none): a grant of more uses, or fewer."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        counts.set(key, expiry, count)
+    elif isinstance(counts, RedisStorage):
+        connection = counts.get_connection()
+        prefixed = counts.prefixed_key(key)
+        if not connection.set(prefixed, count, xx=True, keepttl=True):
+            connection.set(prefixed, count, ex=max(1, math.ceil(expiry)))
+    else:
+        counts.clear(key)
+        if count:
+            counts.incr(key, math.ceil(expiry), amount=count)
+
+
+def give_back(counts: Storage, key: str) -> None:
+    """One count of `key` taken back within its current window: nothing when the window
+    has ended meanwhile. In a storage with no conditional decrement (a Redis cluster) a
+    window that has just ended is left at -1 for a second."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        counts.give_back(key)
+    elif _scripted(counts):
+        script = counts.get_connection().register_script(_GIVE_BACK)
+        script([counts.prefixed_key(key)])
+    else:
+        counts.incr(key, 1, amount=-1)
+
+
+def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
+    """One count of `back` taken back, as give_back() does, and one of `key` added (a new
+    window of `expiry` seconds when it has none), in one operation where the storage has
+    one (one lock of this host's file, one script in Redis): a valid key's attempt given
+    back and its request counted. The count of `key` after."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        return counts.exchange(back, key, expiry)
+    if _scripted(counts):
+        script = counts.get_connection().register_script(_GIVE_BACK)
+        keys = [counts.prefixed_key(back), counts.prefixed_key(key)]
+        return int(script(keys, [max(1, math.ceil(expiry))]))
+    give_back(counts, back)
+    return counts.incr(key, math.ceil(expiry))
+
+
+def refuse_per_process(uri: str, workers: int) -> None:
+    """Counts in each process's memory would multiply every limit by the number of workers:
+    refused at start, naming the fix, never served silently."""
+    if workers > 1 and scheme(uri) == "memory":
+        raise RuntimeError(
+            f"RATELIMIT_STORAGE_URI={uri} counts in each worker's own memory: with {workers} "
+            "workers every limit would let through up to that many times what it says. Leave "
+            "RATELIMIT_STORAGE_URI unset (host://: counted once for this host), set it to "
+            "redis://... (once across hosts), or run one worker (WEB_CONCURRENCY=1)."
+        )
+
+
+def storage(uri: str, options: dict, instance_path: str) -> Storage:
+    """Where the counts live: this host's file (host://, in the instance folder unless the
+    URI names a path), this process's memory (memory://), or a shared server."""
+    if scheme(uri) == HOST:
+        if uri.split("://", 1)[1] == "":
+            Path(instance_path).mkdir(parents=True, exist_ok=True)
+            uri = f"host://{Path(instance_path) / FILE_NAME}"
+        return HostCounts(uri)
+    if scheme(uri) == "memory":
+        return MemoryCounts()
+    return storage_from_string(uri, **options)

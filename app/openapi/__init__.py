@@ -1,0 +1,1 @@
+"""The OpenAPI document, assembled from the views, and GET /openapi.json and /docs that serve it."""

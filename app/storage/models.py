@@ -1,0 +1,282 @@
+"""The tables: organizations, their API keys (and the index of their metadata), and how many
+keys of each kind they hold. Columns, indexes and constraints only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    LargeBinary,
+    String,
+    Text,
+    text,
+    true,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from app.domain.scopes import KINDS
+from app.extensions import db
+
+# Identifiers sort in byte order (the contract's tie-break). SQLite compares bytes by
+# default; PostgreSQL needs the "C" collation, which other databases do not know.
+IDENTIFIER = String(64).with_variant(String(64, collation="C"), "postgresql")
+
+
+class Document(TypeDecorator):
+    """A key's lists and objects: JSONB on PostgreSQL (compared by value), JSON text
+    elsewhere. PostgreSQL's dialect is imported only on PostgreSQL: a worker on SQLite never
+    loads it (2.4 MiB)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+DOCUMENT = Document()
+_KIND_LIST = ", ".join(f"'{kind}'" for kind in KINDS)
+
+
+class Organization(db.Model):
+    __tablename__ = "organizations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created: Mapped[datetime]
+    # Its policy (CONTRACT.md section 21, app/organizations), set by the operator; None: no
+    # rule. The most keys it may hold; the most days a key may live.
+    max_keys: Mapped[int | None]
+    max_key_lifetime_days: Mapped[int | None]
+    # The rate limit of a key made without naming one; both None: none.
+    default_rate_limit_requests: Mapped[int | None]
+    default_rate_limit_seconds: Mapped[int | None]
+    # The quota of a key made without naming one; both None: none.
+    default_quota_requests: Mapped[int | None]
+    default_quota_period: Mapped[str | None] = mapped_column(String(10))
+
+
+class ApiKey(db.Model):
+    """An API key. Times are naive UTC; only the SHA-256 digest of the full key is kept."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id"))
+    identifier: Mapped[str] = mapped_column(IDENTIFIER, unique=True)
+    digest: Mapped[bytes] = mapped_column(LargeBinary(32), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))
+    scope_bits: Mapped[int]
+    created: Mapped[datetime]
+    updated: Mapped[datetime]
+    last_used: Mapped[datetime | None]
+    # From this time on the key authenticates nothing; None: it never expires.
+    expires_at: Mapped[datetime | None]
+    # The identifier of the key whose request made this one; None: the operator.
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    # Policy (CONTRACT.md section 15). A disabled key authenticates nothing.
+    enabled: Mapped[bool] = mapped_column(server_default=true())
+    # Networks ("10.0.0.0/8", normalised) the key may be used from; []: anywhere.
+    allowed_ips: Mapped[list[str]] = mapped_column(DOCUMENT, server_default=text("'[]'"))
+    # Uses per window of the key's own limit; both None: none of its own.
+    rate_limit_requests: Mapped[int | None]
+    rate_limit_seconds: Mapped[int | None]
+    # The owner's own name -> value pairs; KeyMetadata indexes them for the list filter.
+    # (`metadata` is the declarative base's own attribute, hence the attribute's name.)
+    metadata_: Mapped[dict[str, str]] = mapped_column(
+        "metadata", DOCUMENT, server_default=text("'{}'")
+    )
+    # The identifier of the key that replaced this one by rotation; None: not rotated.
+    replaced_by: Mapped[str | None] = mapped_column(String(64))
+    # Allowed uses per UTC calendar period (app/quotas); both None: no quota. The count is
+    # kept under `quota_counter`: the identifier of the first key of its rotations.
+    quota_requests: Mapped[int | None]
+    quota_period: Mapped[str | None] = mapped_column(String(10))
+    quota_counter: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (
+        # Listing: one organization's keys, oldest first, ties by identifier.
+        Index("ix_api_keys_listing", "organization_id", "created", "identifier"),
+        Index("ix_api_keys_listing_by_kind", "organization_id", "kind", "created", "identifier"),
+        # The list filters state= and unused_since=.
+        Index("ix_api_keys_expiry", "organization_id", "expires_at"),
+        Index("ix_api_keys_last_used", "organization_id", "last_used"),
+        CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
+    )
+
+
+class KeyMetadata(db.Model):
+    """One member of a key's metadata, so that `metadata[name]=value` is an index lookup on
+    both databases (migrations/versions/0004_key_policy.py says why a side table)."""
+
+    __tablename__ = "key_metadata"
+
+    key_id: Mapped[int] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True
+    )
+    organization_id: Mapped[int]
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    value: Mapped[str] = mapped_column(String(500))
+
+    __table_args__ = (
+        Index("ix_key_metadata_lookup", "organization_id", "name", "value", "key_id"),
+    )
+
+
+class KeyCount(db.Model):
+    """How many keys an organization holds of a kind. The database keeps it, with triggers
+    on api_keys (migrations/versions/0002_key_counts.py); the service only reads it."""
+
+    __tablename__ = "key_counts"
+
+    organization_id: Mapped[int] = mapped_column(
+        ForeignKey("organizations.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)
+    total: Mapped[int]
+
+
+class AuditEvent(db.Model):
+    """One change to a key, written in the transaction of the change (app/audit)."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    at: Mapped[datetime]
+    action: Mapped[str] = mapped_column(String(20))
+    # The shown value of the acting key, "operator" or "leak-report".
+    actor: Mapped[str] = mapped_column(String(70))
+    # The shown value of the key acted on.
+    target: Mapped[str] = mapped_column(String(70))
+    # The acting and target keys' names and kinds when the event was recorded, so that the
+    # log says which key it was after a rename or a delete. None: not a key (the operator,
+    # a leak report), or an event recorded before they were kept (migration 0006).
+    actor_name: Mapped[str | None] = mapped_column(String(200))
+    actor_kind: Mapped[str | None] = mapped_column(String(20))
+    target_name: Mapped[str | None] = mapped_column(String(200))
+    target_kind: Mapped[str | None] = mapped_column(String(20))
+    client_address: Mapped[str | None] = mapped_column(String(100))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (
+        # Newest first, per organization; and the events of one key.
+        Index("ix_audit_events_listing", "organization_id", "id"),
+        Index("ix_audit_events_target", "organization_id", "target", "id"),
+    )
+
+
+class KeyUsage(db.Model):
+    """How many times a key was checked in one UTC hour, with one outcome (`allowed` or the
+    refusal's code) and, for the uses a door let through after checking named scopes, one
+    of those scopes (`scope` empty: the use itself). Written in batches by app/usage/counter.py; a
+    key's counts go with it (ON DELETE CASCADE)."""
+
+    __tablename__ = "key_usage"
+
+    key_id: Mapped[int] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(40), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(40), primary_key=True)
+    count: Mapped[int]
+
+    __table_args__ = (
+        # Its primary key (key_id, hour, ...) serves a key's window; this serves pruning.
+        Index("ix_key_usage_hour", "hour"),
+    )
+
+
+class WebhookEndpoint(db.Model):
+    """Where an organization's key events are sent (app/webhooks), with the secret that
+    signs them: kept as it is, since signing needs it (a digest could not sign)."""
+
+    __tablename__ = "webhook_endpoints"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # The endpoint's id in the API: `ep_` and random characters, never reused.
+    public_id: Mapped[str] = mapped_column(String(40), unique=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    url: Mapped[str] = mapped_column(String(2048))
+    # The event types it receives, in the order of app/audit/outbox.py's EVENT_TYPES.
+    events: Mapped[list[str]] = mapped_column(JSON)
+    description: Mapped[str] = mapped_column(String(500))
+    enabled: Mapped[bool]
+    secret: Mapped[str] = mapped_column(String(100))
+    # The secret a new one replaced, still signing beside it until previous_secret_until.
+    previous_secret: Mapped[str | None] = mapped_column(String(100))
+    previous_secret_until: Mapped[datetime | None]
+    created: Mapped[datetime]
+    updated: Mapped[datetime]
+    # The first failed try since the last success; None: not failing.
+    failing_since: Mapped[datetime | None]
+
+    __table_args__ = (Index("ix_webhook_endpoints_organization", "organization_id", "id"),)
+
+
+class WebhookEvent(db.Model):
+    """One key event for an organization's endpoints: its body, signed and sent as it is
+    by every try of every delivery. Written by app/audit's record(), in the transaction of
+    the change it reports."""
+
+    __tablename__ = "webhook_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[str] = mapped_column(Text)
+    created: Mapped[datetime]
+
+
+class WebhookDelivery(db.Model):
+    """One event for one endpoint: its tries, claimed one at a time by a worker's sender
+    (claim and lease_until), until one succeeds or the retries end."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # The delivery's id in the API and its `webhook-id` header, the same on every try.
+    public_id: Mapped[str] = mapped_column(String(40), unique=True)
+    event_id: Mapped[int] = mapped_column(ForeignKey("webhook_events.id", ondelete="CASCADE"))
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
+    # pending, delivered or failed (its retries are over).
+    status: Mapped[str] = mapped_column(String(20))
+    tries: Mapped[int]
+    next_attempt: Mapped[datetime]
+    # The worker's claim of the try under way, and when another may take it over.
+    claim: Mapped[str | None] = mapped_column(String(40))
+    lease_until: Mapped[datetime | None]
+    last_attempt: Mapped[datetime | None]
+    last_status: Mapped[int | None]
+    last_error: Mapped[str | None] = mapped_column(String(200))
+    created: Mapped[datetime]
+
+    __table_args__ = (
+        # The senders' look for due tries; an endpoint's deliveries, newest first.
+        Index("ix_webhook_deliveries_due", "status", "next_attempt"),
+        Index("ix_webhook_deliveries_endpoint", "endpoint_id", "id"),
+    )
+
+
+class KeyAnnouncement(db.Model):
+    """A key's expiry announced (`notice`: 7d, 1d or expired) for its `expires_at`: the
+    primary key makes each one happen once, whichever worker finds it first."""
+
+    __tablename__ = "key_announcements"
+
+    identifier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    notice: Mapped[str] = mapped_column(String(20), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(primary_key=True)
+    announced: Mapped[datetime]

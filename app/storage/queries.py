@@ -1,0 +1,399 @@
+"""Every read the service makes, each behind a named function: the key a request presents,
+a key of an organization, a page of keys with its total, an organization, the audit log;
+and the read a write of a key decides from (locked_key). The writes are elsewhere: keys in
+app/keys/service.py, events in app/audit.
+
+The reads on a request's path (authentication, a key, an unfiltered list page and its
+total, forward auth's organization name) are SQLAlchemy Core statements built once here
+and run by app/storage/reads.py: no ORM objects, no statement built per request (the table of
+tricks in bench/README.md). The rest (lists filtered by state or use, the operator's
+lookups, the audit log) go through db.session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    true,
+)
+
+from app.domain.credentials import NO_METADATA, Caller
+from app.domain.timestamps import as_shown, utcnow
+from app.extensions import db
+from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization
+from app.storage.reads import Read
+
+T = TypeVar("T")
+# The states a key may be listed by (`state=`).
+ACTIVE, EXPIRED = "active", "expired"
+# Pages starting this far in skip their rows through the index alone (_page).
+DEEP_OFFSET = 1_000
+
+
+class Key(NamedTuple):
+    """A key as reads return it: the row, not an ORM object (cheaper to build, by half),
+    with its times as shown (timestamps.iso)."""
+
+    id: int
+    identifier: str
+    name: str
+    kind: str
+    scope_bits: int
+    created: str
+    updated: str
+    last_used: str | None
+    expires_at: str | None
+    created_by: str | None  # the identifier of the key that made it; None: the operator
+    enabled: bool
+    allowed_ips: list[str]
+    rate_limit_requests: int | None
+    rate_limit_seconds: int | None
+    metadata: dict[str, str]
+    replaced_by: str | None  # the identifier of its successor by rotation; None: not rotated
+    quota_requests: int | None = None
+    quota_period: str | None = None
+    quota_counter: str | None = None  # whose count it spends (app/quotas); None: its own
+
+    @property
+    def rate_limit(self) -> dict[str, int] | None:
+        """Its own limit as the API shows it; None: none of its own."""
+        if self.rate_limit_requests is None:
+            return None
+        return {"requests": self.rate_limit_requests, "seconds": self.rate_limit_seconds}
+
+    @property
+    def quota(self) -> dict[str, int | str] | None:
+        """Its quota as the API shows it; None: none."""
+        if self.quota_requests is None:
+            return None
+        return {"requests": self.quota_requests, "period": self.quota_period}
+
+
+class Page(NamedTuple, Generic[T]):
+    """A page of keys or of audit events, and how many there are in all."""
+
+    page: int
+    page_size: int
+    total_count: int
+    data: list[T]
+
+
+class Holder(NamedTuple):
+    """What authentication reads of the key a request presents."""
+
+    caller: Caller
+    last_used: datetime | None
+    # Read only when asked for (`holder(digest, facts=True)`): what introspection and
+    # forward auth answer beside the caller's facts; `created` as the database writes a
+    # time as text.
+    name: str | None = None
+    created: str | None = None
+    organization: str | None = None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        return self.caller.expires_at
+
+
+_KEYS = ApiKey.__table__
+_METADATA = KeyMetadata.__table__
+_COUNTED = KeyCount.__table__
+_ORGANIZATIONS = Organization.__table__
+_IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
+_TIMES = ("created", "updated", "last_used", "expires_at")
+# A key's lists and objects, read as their text: decoded only when not empty (_document).
+_AS_TEXT = ("allowed_ips", "metadata")
+
+
+def _column(name: str) -> ColumnElement:
+    """A key's column as reads take it: times as shown, lists and objects as text."""
+    if name in _TIMES:
+        return as_shown(_KEYS.c[name]).label(name)
+    if name in _AS_TEXT:
+        return cast(_KEYS.c[name], Text).label(name)
+    return _KEYS.c[name]
+
+
+_KEY = select(*(_column(name) for name in Key._fields))
+# A key's columns as reads take them, for a statement that returns a key (a DELETE's
+# RETURNING): key_of_row() makes the Key.
+KEY_COLUMNS = tuple(_KEY.selected_columns)
+_ORDER = (_KEYS.c.created, _KEYS.c.identifier)
+_EMPTY = frozenset({"[]", "{}"})
+
+_OF_DIGEST = select(
+    *(cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name] for name in Caller._fields),
+    _KEYS.c.last_used,
+).where(_KEYS.c.digest == bindparam("digest"))
+_HOLDER = Read(_OF_DIGEST)
+# Introspection and forward auth answer the key's name and creation, or its organization's
+# name: read with it, not again after.
+_HOLDER_WITH_FACTS = Read(
+    _OF_DIGEST.add_columns(
+        _KEYS.c.name, cast(_KEYS.c.created, Text), _ORGANIZATIONS.c.name
+    ).join_from(_KEYS, _ORGANIZATIONS, _ORGANIZATIONS.c.id == _KEYS.c.organization_id)
+)
+_IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT)
+_CALLER_FIELDS = len(Caller._fields)
+_BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
+_OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
+_BY_IDENTIFIER = Read(_OF_IDENTIFIER)
+_LOCKED = _OF_IDENTIFIER.with_for_update()  # SQLite has no FOR UPDATE: its SQL leaves it out
+# The total of a page: one row per kind, kept by the database (models.KeyCount).
+_TOTAL = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
+    _COUNTED.c.organization_id == bindparam("organization_id")
+)
+_TOTALS = {False: Read(_TOTAL), True: Read(_TOTAL.where(_COUNTED.c.kind == bindparam("kind")))}
+
+
+def _page(*criteria: Any, deep: bool) -> Select:
+    """A page of keys in list order. A deep page takes its keys' ids from the listing
+    index first, then reads those rows: what it skips are index entries, not table rows
+    (half the time 25,000 keys in; a little more than the plain query near the start,
+    hence both)."""
+
+    def in_order(*columns: Any) -> Select:
+        query = select(*columns).where(*criteria).order_by(*_ORDER)
+        return query.offset(bindparam("offset")).limit(bindparam("limit"))
+
+    if not deep:
+        return in_order(*_KEY.selected_columns)
+    return _KEY.where(_KEYS.c.id.in_(in_order(_KEYS.c.id).scalar_subquery())).order_by(*_ORDER)
+
+
+_PAGES = {
+    (kind, deep): Read(_page(*criteria, deep=deep))
+    for kind, criteria in (
+        (False, (_IN_ORGANIZATION,)),
+        (True, (_IN_ORGANIZATION, _KEYS.c.kind == bindparam("kind"))),
+    )
+    for deep in (False, True)
+}
+
+
+def holder(digest: bytes, facts: bool = False) -> Holder | None:
+    """The key with this digest, in whichever organization: what authenticates; with
+    `facts`, its name, creation and organization's name too."""
+    row = (_HOLDER_WITH_FACTS if facts else _HOLDER).first({"digest": digest})
+    if row is None:
+        return None
+    fields = list(row[:_CALLER_FIELDS])
+    fields[_IPS] = _document(fields[_IPS], ())
+    fields[_METADATA_TEXT] = _document(fields[_METADATA_TEXT], NO_METADATA)
+    return Holder(Caller(*fields), *row[_CALLER_FIELDS:])
+
+
+_KEY_IPS, _KEY_METADATA = (Key._fields.index(name) for name in _AS_TEXT)
+
+
+def _key(fields: list[Any]) -> Key:
+    """A key's values (read with _column, in a list of its own that this changes) as a Key:
+    its lists and objects decoded, the empty ones without the JSON decoder (a page of 50
+    spent a fifth of its time in it). Each its own [] and {}: whoever reads a key may
+    change them."""
+    ips, metadata = fields[_KEY_IPS], fields[_KEY_METADATA]
+    fields[_KEY_IPS] = [] if ips == "[]" else json.loads(ips)
+    fields[_KEY_METADATA] = {} if metadata == "{}" else json.loads(metadata)
+    return Key._make(fields)
+
+
+def key_of_row(row: Sequence[Any]) -> Key:
+    """A Key from a row of KEY_COLUMNS."""
+    return _key(list(row))
+
+
+def _document(text: str, empty: Any) -> Any:
+    """A JSON list or object read as text: `empty` for [] or {} (most keys, no policy),
+    decoded otherwise. Both databases give the empty ones so: SQLite the stored text,
+    PostgreSQL jsonb's text form."""
+    return empty if text in _EMPTY else json.loads(text)
+
+
+def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
+    return _BY_DIGEST.first({"digest": digest, "organization_id": organization_id}, _key)
+
+
+def key_by_identifier(organization_id: int, identifier: str) -> Key | None:
+    parameters = {"identifier": identifier, "organization_id": organization_id}
+    return _BY_IDENTIFIER.first(parameters, _key)
+
+
+def locked_key(organization_id: int, identifier: str) -> Key | None:
+    """The key as it is inside db.session's transaction, locked until that transaction
+    ends: what a write of the key decides from (its caller's power over it, what it copies
+    or records as before), since a read made before the transaction may be stale by then.
+
+    PostgreSQL: SELECT ... FOR UPDATE; a concurrent write of the key waits for this
+    transaction, and one holding the row first makes this read wait, then see its commit
+    (READ COMMITTED, app/storage/database.py).
+
+    SQLite has one writer per database and no FOR UPDATE: the transaction begins here with
+    BEGIN IMMEDIATE, which takes the write lock (waiting up to busy_timeout) before the
+    read, so that what it reads cannot change until COMMIT. Python's sqlite3 (legacy mode,
+    app/storage/database.py) would begin the transaction only before the first INSERT, UPDATE or
+    DELETE, after this read. SQLAlchemy's recipe for pysqlite (no sqlite3 transactions, a
+    BEGIN on the engine's "begin" event, as migrations/env.py does) would begin every
+    session transaction so, the read-only ones too (filtered pages, the audit log, the
+    health check): under BEGIN IMMEDIATE they would queue behind writers; under BEGIN,
+    a later write in one would fail to upgrade its snapshot. A transaction that has already
+    written holds the lock (sqlite3 began it as BEGIN IMMEDIATE) and is not begun again.
+    """
+    parameters = {"identifier": identifier, "organization_id": organization_id}
+    row = writing().execute(_LOCKED, parameters).first()
+    return None if row is None else _key(list(row))
+
+
+def writing() -> Connection:
+    """db.session's connection, in a write transaction from here on: on SQLite, begun with
+    BEGIN IMMEDIATE unless one is open already (locked_key says why); on PostgreSQL, the
+    transaction SQLAlchemy begins, whose locks are the statements' own (FOR UPDATE)."""
+    connection = db.session.connection()
+    on_sqlite = connection.dialect.name == "sqlite"
+    if on_sqlite and not connection.connection.dbapi_connection.in_transaction:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    return connection
+
+
+def matching(
+    organization_id: int,
+    kind: str | None,
+    state: str | None,
+    unused_since: datetime | None,
+    enabled: bool | None = None,
+    metadata: dict[str, str] | None = None,
+    outside_policy: bool | None = None,
+    lifetime_days: int | None = None,
+) -> ColumnElement[bool]:
+    """The organization's keys of `kind`, in `state`, unused since `unused_since`, enabled
+    or not, with these metadata members, outside the organization's policy or within it
+    (each when given): what ix_api_keys_expiry, ix_api_keys_last_used and
+    ix_key_metadata_lookup serve. A key is outside a policy whose keys live at most
+    `lifetime_days` when it expires later than that many days from now, or never; with
+    no such rule, every key is within it."""
+    now = utcnow()
+    criteria = [_KEYS.c.organization_id == organization_id]
+    if kind is not None:
+        criteria.append(_KEYS.c.kind == kind)
+    if state == ACTIVE:
+        criteria.append(or_(_KEYS.c.expires_at.is_(None), _KEYS.c.expires_at > now))
+    elif state == EXPIRED:
+        criteria.append(_KEYS.c.expires_at <= now)
+    if unused_since is not None:
+        criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
+    if enabled is not None:
+        criteria.append(_KEYS.c.enabled == enabled)
+    for name, value in (metadata or {}).items():
+        member = select(_METADATA.c.key_id).where(
+            _METADATA.c.organization_id == organization_id,
+            _METADATA.c.name == name,
+            _METADATA.c.value == value,
+        )
+        criteria.append(_KEYS.c.id.in_(member))
+    if outside_policy is not None:
+        within: ColumnElement[bool] = true()
+        if lifetime_days is not None:
+            latest = now + timedelta(days=lifetime_days)
+            within = and_(_KEYS.c.expires_at.is_not(None), _KEYS.c.expires_at <= latest)
+        outside = false() if lifetime_days is None else not_(within)
+        criteria.append(outside if outside_policy else within)
+    return and_(*criteria)
+
+
+def keys_page(
+    organization_id: int,
+    page: int,
+    page_size: int,
+    kind: str | None = None,
+    state: str | None = None,
+    unused_since: datetime | None = None,
+    enabled: bool | None = None,
+    metadata: dict[str, str] | None = None,
+    outside_policy: bool | None = None,
+    lifetime_days: int | None = None,
+) -> Page[Key]:
+    """One page of the organization's keys, oldest first, ties by identifier: one total
+    and one page query; a page past the end asks only for the total (nor sends an offset
+    past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
+    otherwise, count(*) over the index of the filtered column."""
+    filtered = (state, unused_since, enabled, outside_policy)
+    if filtered == (None, None, None, None) and not metadata:
+        parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
+        ((total,),) = _TOTALS[kind is not None].rows(parameters)
+        offset = (page - 1) * page_size
+        data: list[Key] = []
+        if offset < total:
+            parameters |= {"offset": offset, "limit": page_size}
+            query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
+            data = query.rows(parameters, _key)
+        return Page(page, page_size, total, data)
+    where = matching(
+        organization_id,
+        kind,
+        state,
+        unused_since,
+        enabled,
+        metadata,
+        outside_policy,
+        lifetime_days,
+    )
+    in_order = _KEY.where(where).order_by(*_ORDER)
+    return counted(_KEYS, where, in_order, page, page_size, _key_rows)
+
+
+def _key_rows(query: Select) -> list[Key]:
+    return [_key(list(row)) for row in db.session.execute(query)]
+
+
+def counted(
+    table: Any,
+    where: ColumnElement[bool],
+    in_order: Select,
+    page: int,
+    page_size: int,
+    read: Callable[[Select], list[T]],
+) -> Page[T]:
+    """A page of `in_order` whose total is count(*) of `table`'s rows `where` (through
+    db.session); a page past the end asks only for the total (nor sends an offset past 64
+    bits)."""
+    total = db.session.scalar(select(func.count()).select_from(table).where(where))
+    offset = (page - 1) * page_size
+    data = read(in_order.offset(offset).limit(page_size)) if offset < total else []
+    return Page(page, page_size, total, data)
+
+
+def organization_id(name: str) -> int | None:
+    return db.session.scalar(select(Organization.id).where(Organization.name == name))
+
+
+def organizations() -> list[tuple[str, datetime, int]]:
+    """Every organization's name, creation time and number of keys, by name (in code point
+    order, whatever the database's collation)."""
+    keys = func.coalesce(func.sum(KeyCount.total), 0)
+    query = (
+        select(Organization.name, Organization.created, keys)
+        .outerjoin(KeyCount, KeyCount.organization_id == Organization.id)
+        .group_by(Organization.id, Organization.name, Organization.created)
+    )
+    return sorted((name, created, total) for name, created, total in db.session.execute(query))
+
+
+def has_organization() -> bool:
+    """True once any organization exists; reads a real table, so that the health check
+    does not call a database without its schema healthy."""
+    return db.session.scalar(select(Organization.id).limit(1)) is not None
