@@ -15,6 +15,7 @@ from app.checks import views as checks
 from app.extensions import db
 from app.http import errors
 from app.http.json_provider import CompactJSONProvider
+from app.identities import views as identities
 from app.keys import views
 from app.leaks import views as leaks
 from app.mcp import views as mcp
@@ -24,6 +25,7 @@ from app.serving import health, logs, metrics
 from app.storage import database
 from app.usage import counter as usage_counter
 from app.usage import views as usage_views
+from app.webhooks import announcements
 from app.webhooks import sender as webhook_sender
 from app.webhooks import views as webhooks
 
@@ -64,6 +66,7 @@ def register_extensions(app: Flask) -> None:
     metrics.init_app(app)  # before any blueprint: it times every request
     usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches
     webhook_sender.init_app(app)  # each worker delivers the webhooks' events
+    announcements.init_app(app)  # a quota used up, recorded by the use that used it up
     database.configure(app)
 
 
@@ -77,6 +80,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(checks.bp)  # /api/forward-auth, /api/introspect
     app.register_blueprint(leaks.bp)  # /api/revoke
     app.register_blueprint(webhooks.bp)  # /api/webhooks
+    app.register_blueprint(identities.bp)  # /api/identities
     app.register_blueprint(health.bp)
     app.register_blueprint(docs.bp)  # /openapi.json and /docs, outside the keys' auth
     if app.config["MCP_ENABLED"]:

@@ -21,6 +21,7 @@ KEY_FIELDS = (
     "replaced_by",
     "quota",
     "quota_remaining",
+    "identity",
 )
 
 # A key's metadata as forward auth sends it in X-Api-Key-Metadata (compact ASCII JSON) is at

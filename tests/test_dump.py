@@ -15,7 +15,9 @@ from app.storage.models import Organization
 def test_keys_and_pages_dump_as_the_schemas_do(app, client, org, make_key):
     make_key(kind="custom", scopes=("site:read", "monitor:read"), name="custom")
     client.get("/api/keys", auth=(org.sdk, ""))  # last_used written
-    # A key with every field set: made by a key, with a policy and a quota, rotated.
+    # A key with every field set: made by a key, with a policy, a quota and an identity, rotated.
+    identity = {"external_id": "customer-1"}
+    assert client.post("/api/identities", json=identity, auth=(org.sdk, "")).status_code == 201
     made = client.post(
         "/api/keys",
         json={
@@ -27,6 +29,7 @@ def test_keys_and_pages_dump_as_the_schemas_do(app, client, org, make_key):
             "rate_limit": {"requests": 100, "seconds": 60},
             "metadata": {"team": "a", "owner": "b"},
             "quota": {"requests": 1000, "period": "month"},
+            "identity": "customer-1",
         },
         auth=(org.sdk, ""),
     ).json["key"]

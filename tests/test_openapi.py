@@ -126,6 +126,7 @@ def test_bodies_and_list_parameters_come_from_the_marshmallow_schemas(document):
         "enabled",
         "metadata",
         "outside_policy",
+        "identity",
     }
     # `metadata[name]=value`: OpenAPI's deepObject, as generated clients send a dict
     metadata = next(p for p in keys["get"]["parameters"] if p["name"] == "metadata")
@@ -199,8 +200,8 @@ def test_request_models_hold_only_what_a_client_may_set(document):
     update = components["UpdateKey"]
     assert "anyOf" not in update
     assert update["description"].startswith(
-        "At least one of `allowed_ips`, `enabled`, `expires_at`, `metadata`, `name`, "
-        "`quota`, `rate_limit`, `scopes`"
+        "At least one of `allowed_ips`, `enabled`, `expires_at`, `identity`, `metadata`, "
+        "`name`, `quota`, `rate_limit`, `scopes`"
     )
 
 
@@ -239,7 +240,7 @@ def test_operations_name_the_keys_they_need(document):
             if path == "/api/revoke":  # contract section 12: holding a key is the right
                 assert operation["security"] == []
                 continue
-            if path.startswith("/api/webhooks"):  # contract section 22: sdk_integration keys
+            if path.startswith(("/api/webhooks", "/api/identities")):  # sections 22, 23
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == {"sdk_integration"}, (path, method)
                 assert "any other key gets 403" in operation["description"]

@@ -107,6 +107,8 @@ def _judged(
     key's usage when the request `is_use` (policy.verdict says what is no use)."""
     decided = policy.verdict(holder.caller, address, is_use)
     checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id if is_use else None)
+    if decided.exhausted:  # this use was the last of a quota: recorded now, once a period
+        current_app.extensions[limits.EXHAUSTED](holder.caller, decided.exhausted)
     return decided
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import datetime
 from typing import NamedTuple
 
 from flask import Flask, current_app
@@ -25,7 +26,7 @@ from limits.storage import Storage
 
 from app.access import counting
 from app.access.counting import Counter
-from app.domain import periods
+from app.domain import bindings, periods
 from app.domain.addresses import client_address
 from app.domain.credentials import Caller
 from app.domain.timestamps import utcnow
@@ -43,6 +44,9 @@ OWN = "key"
 QUOTA = "quota"
 RATE = "rate"
 RETRY_SECONDS = 10.0
+# Where the application keeps what records a quota used up, called with the caller and the
+# Exhausted of its use (app/webhooks/announcements.py sets it; authentication calls it).
+EXHAUSTED = "quota_exhausted"
 MESSAGES = {
     AUTH_FAILURES: "Too many failed authentications from this address; retry later.",
     PER_KEY: "Too many requests with this key; retry later.",
@@ -59,13 +63,39 @@ class Allowance(NamedTuple):
     reset: int | None
 
 
+class Rate(NamedTuple):
+    """One rate limit a use was counted by: its name in the RateLimit headers ("key",
+    "identity", "maker", "maker-2" for its maker's maker...), its figures and its state."""
+
+    name: str
+    requests: int
+    seconds: int
+    allowance: Allowance
+
+
+class Exhausted(NamedTuple):
+    """A quota that this use was the last of, in its period: whose (bindings.KEY,
+    bindings.IDENTITY or bindings.MAKER), its counter, and when its period ends (None:
+    a lifetime quota)."""
+
+    who: str
+    counter: str
+    ends: datetime | None
+
+
 class KeyUse(NamedTuple):
-    """One use of a key under its own limits: which refused it (RATE, QUOTA; None: both
-    allowed it), and the state of each it has (None: it has none)."""
+    """One use of a key under every limit that binds it (its own, its makers', its
+    identity's): which refused it (RATE, QUOTA; None: all allowed it) and whose it was
+    (`limit`: bindings.KEY, MAKER or IDENTITY), the state of each rate limit, the quota
+    with the fewest uses left (None: none binds it), the refusing limit's own state, and
+    the quotas this use was the last of."""
 
     refused: str | None
-    rate: Allowance | None
+    limit: str | None
+    rates: tuple[Rate, ...]
     quota: Allowance | None
+    refusing: Allowance | None = None
+    exhausted: tuple[Exhausted, ...] = ()
 
 
 def _reset(seconds: float) -> int:
@@ -137,40 +167,80 @@ class Limits:
             count = counting.exchange(self._fall_back(), back, key, item.get_expiry())
         return count <= item.amount
 
+    def rate_key(self, counter: str, requests: int, seconds: int) -> str:
+        """Where the rate limit of `counter` (a key's lineage, an identity) counts."""
+        return RateLimitItemPerSecond(requests, seconds).key_for(self.prefix, OWN, counter)
+
     def spend_key(self, key: Caller) -> KeyUse:
-        """One use of `key` under its own rate limit and its quota, those it has, counted by
-        both or by neither (app/access/counting's spend): counted whether the abuse limits are
-        on or not, since its owner asked for them."""
+        """One use of `key` under every limit that binds it (bindings: its own, its makers',
+        its identity's), counted by all or by none (app/access/counting's spend), rate
+        limits first: counted whether the abuse limits are on or not, since its owner asked
+        for them."""
+        own = bindings.Bound(
+            bindings.KEY,
+            key.counter,
+            key.rate_limit_requests,
+            key.rate_limit_seconds,
+            key.quota_requests,
+            key.quota_period,
+        )
+        binding = (own, *key.bound_by)
         counters: list[Counter] = []
-        requests, seconds = key.rate_limit_requests, key.rate_limit_seconds
-        has_rate = requests is not None and seconds is not None
-        if has_rate:
-            item = RateLimitItemPerSecond(requests, seconds)
-            own = item.key_for(self.prefix, OWN, key.identifier)
-            counters.append(Counter(own, item.get_expiry(), requests))
-        window = None
-        if key.quota_requests is not None and key.quota_period is not None:
-            now = utcnow()
-            window = periods.window(key.quota_period, now)
-            left = periods.seconds_left(window.end, now)
-            name = self.quota_key(key.quota_counter or key.identifier, window.name)
-            counters.append(Counter(name, left, key.quota_requests))
+        # Each counter's (who, RATE or QUOTA, the Rate's name or the quota's end, its reset).
+        parts: list[tuple[bindings.Bound, str, str | datetime | None, int | None]] = []
+        makers = 0
+        for bound in binding:
+            if bound.who == bindings.MAKER:
+                makers += 1
+            requests, seconds = bound.rate_limit_requests, bound.rate_limit_seconds
+            if requests is not None and seconds is not None:
+                item = RateLimitItemPerSecond(requests, seconds)
+                name = bound.who if makers < 2 else f"{bindings.MAKER}-{makers}"
+                counters.append(
+                    Counter(
+                        self.rate_key(bound.counter, requests, seconds), item.get_expiry(), requests
+                    )
+                )
+                parts.append((bound, RATE, name, None))
+        now = None
+        for bound in binding:
+            if bound.quota_requests is not None and bound.quota_period is not None:
+                now = now or utcnow()
+                window = periods.window(bound.quota_period, now)
+                left = periods.seconds_left(window.end, now)
+                name = self.quota_key(bound.counter, window.name)
+                counters.append(Counter(name, left, bound.quota_requests))
+                parts.append(
+                    (bound, QUOTA, window.end, None if window.end is None else _reset(left))
+                )
         try:
             spent = counting.spend(self._storage(), counters)
         except self.storage.base_exceptions:
             spent = counting.spend(self._fall_back(), counters)
         allowed = spent.refused is None
-        rate = quota = None
-        if has_rate:
-            remaining = max(0, counters[0].limit - spent.counts[0])
-            rate = Allowance(allowed, remaining, _seconds_until(spent.ends[0]))
-        if window is not None:
-            remaining = max(0, counters[-1].limit - spent.counts[-1])
-            quota = Allowance(allowed, remaining, None if window.end is None else _reset(left))
-        refused = None
-        if not allowed:
-            refused = RATE if has_rate and spent.refused == 0 else QUOTA
-        return KeyUse(refused, rate, quota)
+        rates: list[Rate] = []
+        quota = refusing = None
+        exhausted: list[Exhausted] = []
+        for index, (bound, kind, named, reset) in enumerate(parts):
+            counter, count = counters[index], spent.counts[index]
+            remaining = max(0, counter.limit - count)
+            if kind == RATE:
+                allowance = Allowance(allowed, remaining, _seconds_until(spent.ends[index]))
+                seconds = bound.rate_limit_seconds or 0
+                rates.append(Rate(str(named), counter.limit, seconds, allowance))
+            else:
+                allowance = Allowance(allowed, remaining, reset)
+                if quota is None or remaining < quota.remaining:
+                    quota = allowance
+                if allowed and count == counter.limit:
+                    ends = named if isinstance(named, datetime) else None
+                    exhausted.append(Exhausted(bound.who, bound.counter, ends))
+            if index == spent.refused:
+                refusing = allowance
+        if allowed:
+            return KeyUse(None, None, tuple(rates), quota, None, tuple(exhausted))
+        bound, kind, _, _ = parts[spent.refused or 0]
+        return KeyUse(kind, bound.who, tuple(rates), quota, refusing)
 
     def count(self, key: str) -> int:
         """The count of `key` in its current window (0: none)."""

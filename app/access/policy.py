@@ -16,8 +16,8 @@ from typing import NamedTuple
 from flask import Response, after_this_request
 
 from app.access import limits
-from app.access.limits import Allowance
-from app.domain import addresses
+from app.access.limits import Allowance, Exhausted, Rate
+from app.domain import addresses, bindings
 from app.domain.credentials import Caller
 from app.domain.timestamps import utcnow
 from app.http.challenges import Challenge
@@ -40,33 +40,50 @@ REFUSALS = {
         "lifetime quota never renews).",
     ),
 }
+# A refusal by a limit the key shares: its maker's, or its identity's (the problem
+# document's `limit` says whose).
+BOUND_REFUSALS = {
+    (RATE_LIMITED, bindings.MAKER): "A key that made this key has used its rate limit, which "
+    "the keys it made share; retry later.",
+    (RATE_LIMITED, bindings.IDENTITY): "This key's identity has used its rate limit, which "
+    "all of its keys share; retry later.",
+    (QUOTA_EXCEEDED, bindings.MAKER): "A key that made this key has used up its quota, which "
+    "the keys it made share: Retry-After says when its period renews it (a lifetime quota "
+    "never renews).",
+    (QUOTA_EXCEEDED, bindings.IDENTITY): "This key's identity has used up its quota, which "
+    "all of its keys share: Retry-After says when its period renews it (a lifetime quota "
+    "never renews).",
+}
 # The refusal of each of a key's own limits (app/access/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.
 _SPENT = {limits.RATE: RATE_LIMITED, limits.QUOTA: QUOTA_EXCEEDED}
 SPENT = frozenset(_SPENT.values())
-# The name of a key's own limit in the RateLimit headers.
-POLICY_NAME = '"key"'
 
 
 class Verdict(NamedTuple):
-    """The code of the refusal (None: the key may be used now), and the state of the key's
-    own limit and of its quota when it has them."""
+    """The code of the refusal (None: the key may be used now); the refusing limit's state
+    (`allowance`) and whose it was (`limit`: bindings.KEY, MAKER or IDENTITY); the state
+    of every rate limit that binds the key, and of the quota with the fewest uses left;
+    the quotas this use was the last of."""
 
     refusal: str | None
     allowance: Allowance | None = None
-    requests: int = 0
-    seconds: int = 0
     quota: Allowance | None = None
+    limit: str | None = None
+    rates: tuple[Rate, ...] = ()
+    exhausted: tuple[Exhausted, ...] = ()
 
     def ratelimit_headers(self) -> list[tuple[str, str]]:
-        """The IETF httpapi draft's RateLimit-Policy and RateLimit fields, and the quota's
-        Quota-Remaining and Quota-Reset (none for a lifetime); none without either."""
+        """The IETF httpapi draft's RateLimit-Policy and RateLimit fields, an item for each
+        rate limit that binds the key, and the quota's Quota-Remaining and Quota-Reset
+        (none for a lifetime); none without either."""
         headers = []
-        if (left := self.allowance) is not None:
-            headers += [
-                ("RateLimit-Policy", f"{POLICY_NAME};q={self.requests};w={self.seconds}"),
-                ("RateLimit", f"{POLICY_NAME};r={left.remaining};t={left.reset}"),
-            ]
+        if self.rates:
+            policies = (f'"{r.name}";q={r.requests};w={r.seconds}' for r in self.rates)
+            states = (
+                f'"{r.name}";r={r.allowance.remaining};t={r.allowance.reset}' for r in self.rates
+            )
+            headers += [("RateLimit-Policy", ", ".join(policies)), ("RateLimit", ", ".join(states))]
         if self.quota is not None:
             headers.append(("Quota-Remaining", str(self.quota.remaining)))
             if self.quota.reset is not None:
@@ -91,15 +108,18 @@ def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True)
         return Verdict(DISABLED_KEY)
     if key.allowed_ips and not allowed_address(address(), tuple(key.allowed_ips)):
         return Verdict(IP_NOT_ALLOWED)
-    if not is_use or (key.rate_limit_requests is None and key.quota_requests is None):
+    if not is_use or (
+        key.rate_limit_requests is None and key.quota_requests is None and not key.bound_by
+    ):
         return USABLE
-    spent = limits.spend_key(key)  # the rate limit, then the quota: both or neither
+    spent = limits.spend_key(key)  # the rate limits, then the quotas: all or none
     return Verdict(
         spent.refused and _SPENT[spent.refused],
-        spent.rate,
-        key.rate_limit_requests or 0,
-        key.rate_limit_seconds or 0,
+        spent.refusing,
         spent.quota,
+        spent.limit,
+        spent.rates,
+        spent.exhausted,
     )
 
 
@@ -124,11 +144,13 @@ def refusal(decided: Verdict, challenge: Challenge) -> ApiError:
     code = decided.refusal or RATE_LIMITED  # only a refused verdict is answered so
     status, detail = REFUSALS[code]
     headers = [challenge.header(detail)] if status == 401 else []
-    if decided.allowance is not None and code == RATE_LIMITED:
-        headers.append(("Retry-After", str(decided.allowance.reset)))
-    if decided.quota is not None and code == QUOTA_EXCEEDED and decided.quota.reset is not None:
-        headers.append(("Retry-After", str(decided.quota.reset)))
-    return ApiError(status, code, detail, headers=headers)
+    refusing = decided.allowance
+    if code in SPENT and refusing is not None and refusing.reset is not None:
+        headers.append(("Retry-After", str(refusing.reset)))
+    if decided.limit is None:
+        return ApiError(status, code, detail, headers=headers)
+    detail = BOUND_REFUSALS.get((code, decided.limit), detail)
+    return ApiError(status, code, detail, headers=headers, members={"limit": decided.limit})
 
 
 def answer_with_headers(decided: Verdict) -> None:

@@ -32,7 +32,8 @@ KEY_ACTIONS = (
     "key.deleted",
     "key.revoked",
     "key.quota",
-    # A quota used up in its period, announced once (app/webhooks/sender.py).
+    # A quota used up in its period, recorded once, by the use that used it up
+    # (app/webhooks/announcements.py).
     "key.quota_exhausted",
     # Announced before and at a key's expires_at, for organizations with webhooks that
     # take them (app/webhooks/sender.py).
@@ -47,7 +48,16 @@ WEBHOOK_ACTIONS = (
     "webhook.new_secret",
     "webhook.disabled",
 )
-ACTIONS = KEY_ACTIONS + WEBHOOK_ACTIONS
+# An identity's changes (CONTRACT.md section 23): their target is the identity's id.
+IDENTITY_ACTIONS = (
+    "identity.created",
+    "identity.updated",
+    "identity.deleted",
+    "identity.quota_exhausted",
+)
+ACTIONS = KEY_ACTIONS + WEBHOOK_ACTIONS + IDENTITY_ACTIONS
+# The actions whose target is no key: shown as it is.
+_NOT_OF_A_KEY = frozenset(WEBHOOK_ACTIONS + IDENTITY_ACTIONS)
 OPERATOR = "operator"
 LEAK_REPORT = "leak-report"
 
@@ -77,13 +87,15 @@ def record(
     actor_key: Named | None = None,
     target_key: Named | None = None,
     key: dict[str, Any] | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> None:
     """Add one event to the session's transaction; `target` is the key's identifier (a
     webhook endpoint's id for its own actions). The client's address is the one the abuse
     limits see (None outside a request: the CLI). `actor_key` and `target_key` are the
     acting and target keys as they are now, whose name and kind the event keeps (None: the
     actor is no key). `key`, the key object as read, goes to the organization's webhooks
-    with the event (app/audit/outbox.py)."""
+    with the event (app/audit/outbox.py), as `identity`, the identity object, goes with an
+    identity's."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     metrics.audit_recorded(action)
@@ -96,7 +108,7 @@ def record(
             "at": utcnow(),
             "action": action,
             "actor": actor,
-            "target": target if action in WEBHOOK_ACTIONS else keyformat.shown(target),
+            "target": target if action in _NOT_OF_A_KEY else keyformat.shown(target),
             "client_address": addresses.client_address() if has_request_context() else None,
             "details": details or {},
             "actor_name": None if actor_key is None else actor_key.name,
@@ -105,7 +117,7 @@ def record(
             "target_kind": None if target_key is None else target_key.kind,
         },
     )
-    webhook_outbox.write(action, organization_id, actor, key, details)
+    webhook_outbox.write(action, organization_id, actor, key, details, identity)
 
 
 def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[AuditEvent]:

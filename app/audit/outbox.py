@@ -33,6 +33,7 @@ EVENT_TYPES = (
     "key.quota_exhausted",
     "key.expiring",
     "key.expired",
+    "identity.quota_exhausted",
 )
 # The types whose audit details a payload carries, as `changes`.
 WITH_CHANGES = frozenset({"key.updated", "key.rotated", "key.quota"})
@@ -61,18 +62,21 @@ def write(
     actor: str,
     key: dict[str, Any] | None,
     details: dict[str, Any] | None,
+    identity: dict[str, Any] | None = None,
 ) -> bool:
-    """The event `action` on `key` (the key object as read, the output schema's dump) by
-    `actor`, for every enabled endpoint of the organization that takes it, in the session's
-    transaction; whether there was one."""
-    if key is None or action not in EVENT_TYPES:
+    """The event `action` on `key` (the key object as read, the output schema's dump), or on
+    `identity` (the identity object) for an identity's event, by `actor`, for every enabled
+    endpoint of the organization that takes it, in the session's transaction; whether
+    there was one."""
+    subject = {"key": key} if key is not None else {"identity": identity}
+    if subject == {"identity": None} or action not in EVENT_TYPES:
         return False
     query = _ENDPOINTS.where(WebhookEndpoint.organization_id == organization_id)
     endpoints = [id_ for id_, events in db.session.execute(query) if action in events]
     if not endpoints:
         return False
     now = timestamps.utcnow()
-    data: dict[str, Any] = {"key": key, "actor": actor}
+    data: dict[str, Any] = subject | {"actor": actor}
     if action in WITH_CHANGES and details:
         data["changes"] = details
     body = {"type": action, "timestamp": timestamps.iso(now), "data": data}

@@ -10,7 +10,7 @@ from flask import Blueprint, request
 
 from app.access import auth, limits, policy
 from app.checks import schemas
-from app.domain import keyformat
+from app.domain import bindings, keyformat
 from app.domain.scopes import KINDS, to_names
 from app.domain.timestamps import iso, unix_seconds
 from app.http.operations import (
@@ -69,6 +69,12 @@ FORWARDED_HEADERS = {
         "required": True,
         "schema": {"type": "string"},
     },
+    "X-Api-Key-Identity": {
+        "description": "The external id of the identity that holds the key, percent-encoded "
+        "as the organization's name is; absent for a key of no identity.",
+        "required": False,
+        "schema": {"type": "string"},
+    },
     **RATELIMIT_HEADERS,
 }
 INTROSPECTION = {
@@ -90,6 +96,24 @@ INTROSPECTION = {
         },
         "kind": {"type": "string", "enum": list(KINDS)},
         "name": {"type": "string"},
+        "sub": {
+            "type": "string",
+            "description": "The external id of the identity that holds the key; absent for "
+            "a key of no identity.",
+        },
+        "identity": {
+            "type": "object",
+            "description": "The identity that holds the key; absent for a key of none.",
+            "properties": {"id": {"type": "string"}, "external_id": {"type": "string"}},
+            "required": ["id", "external_id"],
+            "additionalProperties": False,
+        },
+        "limit": {
+            "type": "string",
+            "enum": ["maker", "identity"],
+            "description": "With `rate_limited` or `quota_exceeded` by a limit the key shares: "
+            "whose it was (a key's that made it, or its identity's); absent for its own.",
+        },
         "metadata": {
             "type": "object",
             "description": "The key's metadata (active answers only).",
@@ -110,8 +134,9 @@ INTROSPECTION = {
         "quota_remaining": {
             "type": "integer",
             "minimum": 0,
-            "description": "What is left of the key's quota in the current period (active "
-            "answers of keys with a quota only).",
+            "description": "What is left in the current period of the quota with the fewest "
+            "uses left of those that bind the key (its own, its makers', its identity's; "
+            "active answers of keys bound by a quota only).",
         },
     },
     "required": ["active"],
@@ -151,17 +176,16 @@ def forward_auth():
     caller = holder.caller
     required = schemas.required_scopes(request.query_string)
     auth.require_held(required, caller.scope_bits, auth.FORWARD_AUTH)
-    return (
-        "",
-        204,
-        {
-            "X-Api-Key-Id": caller.identifier,
-            "X-Api-Key-Kind": caller.kind,
-            "X-Api-Key-Scopes": " ".join(to_names(caller.scope_bits)),
-            "X-Api-Key-Organization": header_value(holder.organization),
-            "X-Api-Key-Metadata": metadata_json(caller.metadata),
-        },
-    )
+    headers = {
+        "X-Api-Key-Id": caller.identifier,
+        "X-Api-Key-Kind": caller.kind,
+        "X-Api-Key-Scopes": " ".join(to_names(caller.scope_bits)),
+        "X-Api-Key-Organization": header_value(holder.organization),
+        "X-Api-Key-Metadata": metadata_json(caller.metadata),
+    }
+    if caller.identity is not None:
+        headers["X-Api-Key-Identity"] = header_value(caller.identity.external_id)
+    return "", 204, headers
 
 
 @bp.post("/introspect")
@@ -204,6 +228,8 @@ def introspect():
         answer: dict = {"active": False, "code": decided.refusal}
         if decided.refusal == policy.RATE_LIMITED and decided.allowance is not None:
             answer["retry_after"] = decided.allowance.reset
+        if decided.limit not in (None, bindings.KEY):  # section 21's answer for its own
+            answer["limit"] = decided.limit
         return answer
     # Its facts as the read that found it gave them: one read of the key, not two.
     key = holder.caller
@@ -217,6 +243,9 @@ def introspect():
     if key.expires_at is not None:
         answer["exp"] = unix_seconds(iso(key.expires_at))
     answer |= {"kind": key.kind, "name": holder.name, "metadata": dict(key.metadata)}
+    if key.identity is not None:
+        answer["sub"] = key.identity.external_id
+        answer["identity"] = key.identity._asdict()
     if decided.quota is not None:
         answer["quota_remaining"] = decided.quota.remaining
     return answer

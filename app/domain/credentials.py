@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from app.domain import keyformat
+from app.domain.bindings import Bound
 
 BASIC = "basic"
 BEARER = "bearer"
@@ -45,6 +46,24 @@ class Caller(NamedTuple):
     quota_counter: str | None = None
     # Its name, which the audit log keeps beside its shown value.
     name: str = ""
+    # The identity that holds it (its id in the table; None: none), and what binds it
+    # beyond its own limits: its makers' and its identity's (app/domain/bindings.py).
+    identity_id: int | None = None
+    bound_by: tuple[Bound, ...] = ()
+    # The identity as the doors name it: its id and external id; None: none.
+    identity: Identity | None = None
+
+    @property
+    def counter(self) -> str:
+        """The counter its own uses spend (bindings.lineage)."""
+        return self.quota_counter or self.identifier
+
+
+class Identity(NamedTuple):
+    """An identity as a key shows it: its id and the organization's own id for it."""
+
+    id: str
+    external_id: str
 
 
 def scheme_of(header: str | None) -> str | None:

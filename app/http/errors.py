@@ -58,12 +58,15 @@ class ApiError(HTTPException):
         detail: str,
         errors: Mapping[str, list[str]] | None = None,
         headers: Iterable[tuple[str, str]] = (),
+        members: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(description=detail)
         self.code = status
         self.problem_code = code
         self.errors = errors
         self.headers = list(headers)
+        # The problem document's members beside the standard ones (a quota's `limit`).
+        self.members = members
 
     def get_headers(self, environ=None, scope=None) -> list[tuple[str, str]]:
         return [*super().get_headers(environ, scope), *self.headers]
@@ -80,7 +83,11 @@ def problem(body: dict, headers: Iterable[tuple[str, str]] = ()) -> Response:
 
 
 def problem_document(
-    status: int, code: str, detail: str, errors: Mapping[str, list[str]] | None = None
+    status: int,
+    code: str,
+    detail: str,
+    errors: Mapping[str, list[str]] | None = None,
+    members: Mapping[str, str] | None = None,
 ) -> dict:
     """The one place an error body is made (gunicorn's own refusals use it too). No error
     repeats a key its request carried, wherever it sat (a member or parameter name, a
@@ -92,6 +99,8 @@ def problem_document(
         "detail": keyformat.masked(detail),
         "code": code,
     }
+    if members:
+        body.update(members)
     if errors:
         masked: dict[str, list[str]] = {}
         for field, messages in errors.items():
@@ -138,6 +147,7 @@ def refusal_document(error: HTTPException | ValidationError) -> dict:
         code,
         detail or HTTP_STATUS_CODES.get(status, "Error"),
         getattr(error, "errors", None),
+        getattr(error, "members", None),
     )
 
 

@@ -38,6 +38,7 @@ def dump_key(key: Key) -> dict:
         "replaced_by": None if key.replaced_by is None else keyformat.shown(key.replaced_by),
         "quota": quota,
         "quota_remaining": None if quota is None else quotas.remaining(key),
+        "identity": None if key.identity is None else key.identity._asdict(),
     }
 
 

@@ -16,12 +16,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from app.domain import bindings
+from app.domain.bindings import Bound as Binding
 from app.domain.credentials import Caller
 from app.domain.scopes import exceeding, to_names
 from app.domain.timestamps import from_iso, iso
-from app.http.errors import ApiError
+from app.http.errors import ApiError, invalid
 from app.serving import verdicts
-from app.storage.queries import Key
+from app.storage import queries
+from app.storage.queries import HeldBy, Key
 
 
 class Held(NamedTuple):
@@ -198,8 +201,85 @@ def inherited(held: Held, policy: dict[str, Any]) -> dict[str, Any]:
 def require_not_own_quota(caller: Caller, key: Key) -> None:
     """No key grants uses to the quota it spends itself (its own, or one it took over by a
     rotation): 403 `exceeds_caller` naming `quota`."""
-    if caller.quota_requests is None:
-        return
-    if (key.quota_counter or key.identifier) == (caller.quota_counter or caller.identifier):
-        message = "A key cannot grant uses to the quota it spends itself."
+    spent = {caller.counter} | {bound.counter for bound in caller.bound_by}
+    if key.counter in spent:
+        message = "A key cannot grant uses to a quota it spends itself (its own or a maker's)."
         raise ApiError(403, "exceeds_caller", message, {"quota": [message]})
+
+
+# --- identity and makers (section 23) -----------------------------------------------------
+
+UNKNOWN_IDENTITY = "No identity of your organization has this id or external_id."
+STAYS_IN_IDENTITY = (
+    "The calling key belongs to an identity: a key it makes or rotates belongs to the same "
+    "identity."
+)
+MAY_NOT_SET_IDENTITY = (
+    "Only a key that belongs to no identity, and was not made by a key with limits, may set "
+    "or change a key's identity."
+)
+TOO_DEEP = (
+    f"A key may be bound by the limits of at most {bindings.MOST_MAKERS} keys that made it: "
+    "this one would be bound by more. Make it with a key made by fewer keys with limits."
+)
+
+
+def _beyond(message: str, field: str = "identity") -> ApiError:
+    return ApiError(403, "exceeds_caller", message, {field: [message]})
+
+
+def _makers(caller: Caller) -> bool:
+    """Whether the caller is bound by the limits of a key that made it."""
+    return any(bound.who == bindings.MAKER for bound in caller.bound_by)
+
+
+def identity_of_made(caller: Caller, data: dict, kept: HeldBy | None = None) -> HeldBy | None:
+    """The identity of a key the caller makes (or rotates: `kept`, the old key's): the
+    caller's own, when it has one (naming another, or none: 403 `exceeds_caller` naming
+    `identity`); else the one `data` names (422 when the organization has none such), which
+    only a caller bound by no maker may name (403)."""
+    if caller.identity is not None:
+        own = HeldBy(caller.identity_id or 0, caller.identity)
+        if "identity" in data and (
+            data["identity"] is None or named_identity(caller, data["identity"]) != own
+        ):
+            raise _beyond(STAYS_IN_IDENTITY)
+        return own
+    if data.get("identity") is None:
+        return kept
+    if _makers(caller):
+        raise _beyond(MAY_NOT_SET_IDENTITY)
+    return named_identity(caller, data["identity"])
+
+
+def require_may_change_identity(caller: Caller) -> None:
+    """A key's identity is set or changed only by a caller bound by nothing: else 403."""
+    if caller.identity is not None or _makers(caller):
+        raise _beyond(MAY_NOT_SET_IDENTITY)
+
+
+def named_identity(caller: Caller, reference: str) -> HeldBy:
+    """The caller's organization's identity `reference` names: 422 naming `identity` else."""
+    held = queries.identity_named(caller.organization_id, reference)
+    if held is None:
+        raise invalid({"identity": [UNKNOWN_IDENTITY]})
+    return held
+
+
+def binding_of_made(
+    caller: Caller, own_counter: str, kept: Sequence[Binding] = ()
+) -> list[Binding]:
+    """The makers' limits a key the caller makes is bound by (a rotated key's `kept`
+    beside them): the caller's, and the caller itself when it has limits of its own; 403
+    `exceeds_caller` past bindings.MOST_MAKERS."""
+    maker = bindings.Limited(
+        caller.counter,
+        caller.rate_limit_requests,
+        caller.rate_limit_seconds,
+        caller.quota_requests,
+        caller.quota_period,
+    )
+    bound = bindings.made_by(own_counter, caller.bound_by, maker, kept)
+    if bound is None:
+        raise _beyond(TOO_DEEP, "bound_by")
+    return bound

@@ -43,7 +43,17 @@ READ_ONLY = frozenset(
 )
 # What an update may change: at least one of them.
 UPDATABLE = frozenset(
-    {"name", "scopes", "expires_at", "enabled", "allowed_ips", "rate_limit", "metadata", "quota"}
+    {
+        "name",
+        "scopes",
+        "expires_at",
+        "enabled",
+        "allowed_ips",
+        "rate_limit",
+        "metadata",
+        "quota",
+        "identity",
+    }
 )
 # A rotated key keeps working at most 30 days beside its replacement.
 MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
@@ -53,6 +63,8 @@ MAX_ALLOWED_IPS = 50
 MAX_METADATA_MEMBERS = 20
 METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
+# An identity's external id (CONTRACT.md section 23): the organization's own id for it.
+EXTERNAL_ID_MAX_LENGTH = 255
 # The metadata as forward auth sends it (X-Api-Key-Metadata), so that nginx's and Caddy's
 # default header buffers carry it (CONTRACT.md section 20).
 MAX_METADATA_BYTES = 2048
@@ -188,7 +200,7 @@ def _fits_a_header(metadata: Mapping[str, str]) -> None:
         )
 
 
-def _metadata(**kwargs: Any) -> fields.Dict:
+def metadata_field(**kwargs: Any) -> fields.Dict:
     return fields.Dict(
         keys=_metadata_name(),
         values=_metadata_value(),
@@ -202,14 +214,25 @@ def _metadata(**kwargs: Any) -> fields.Dict:
     )
 
 
+def identity_reference(**kwargs: Any) -> fields.String:
+    """An identity a body or a query names: its `id`, or else its `external_id`."""
+    return fields.String(
+        validate=validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
+        metadata={"description": "The identity's `id`, or else its `external_id`."},
+        **kwargs,
+    )
+
+
 class _Policy(Schema):
     """What create and update take of a key's policy."""
 
     enabled = Flag()
     allowed_ips = _allowed_ips()
     rate_limit = fields.Nested(RateLimit, allow_none=True)
-    metadata = _metadata()
+    metadata = metadata_field()
     quota = fields.Nested(Quota, allow_none=True)
+    # The identity that holds the key (CONTRACT.md section 23); null: none.
+    identity = identity_reference(allow_none=True)
 
     @post_load
     def fold_networks(self, data: dict, **kwargs: Any) -> dict:
@@ -293,6 +316,8 @@ class ListArguments(PageArguments):
     # Keys outside (true) or within (false) the organization's policy as it is now: those
     # that expire later than its max_key_lifetime_days allows from now, or never.
     outside_policy = QueryFlag()
+    # The keys of one identity (its id, or else its external id).
+    identity = identity_reference()
     # `metadata[<name>]=<value>` in a query string (pre_load gathers them); an object in an
     # MCP tool's arguments. Keys with every member given.
     metadata = fields.Dict(keys=_metadata_name(), values=_metadata_value())
@@ -341,6 +366,10 @@ class KeyOutput(Schema):
     )
     quota = fields.Function(operator.attrgetter("quota"))
     quota_remaining = fields.Function(quotas.remaining)
+    identity = fields.Function(
+        lambda key: None if key.identity is None else key.identity._asdict(),
+        metadata={"description": "The identity that holds the key: its `id` and `external_id`."},
+    )
 
 
 class KeyPage(Schema):

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import delete
 
 from app import audit
-from app.domain import keyformat
-from app.domain.credentials import Caller
+from app.domain import bindings, keyformat
+from app.domain.credentials import Caller, Identity
 from app.domain.scopes import is_immutable, misfit, to_names
 from app.domain.timestamps import TICK, from_iso, iso, utcnow
 from app.extensions import db
@@ -37,7 +37,7 @@ from app.keys.writes import (
 from app.organizations import policy as organization_policy
 from app.quotas import service as quotas
 from app.storage import queries
-from app.storage.queries import Key, Page
+from app.storage.queries import HeldBy, Key, Page
 
 
 def _not_found() -> ApiError:
@@ -92,6 +92,11 @@ def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page
     if filters.get("outside_policy") is not None:
         lifetime = organization_policy.of(caller.organization_id).max_key_lifetime_days
         filters["lifetime_days"] = lifetime
+    if filters.get("identity") is not None:
+        held = queries.identity_named(caller.organization_id, filters["identity"])
+        filters["identity"] = None if held is None else held.row_id
+        if held is None:  # no such identity holds no key
+            return Page(page, page_size, 0, [])
     return queries.keys_page(caller.organization_id, page, page_size, **filters)
 
 
@@ -103,6 +108,8 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     held = bounds.held_by(caller)
     bounds.require_scopes(caller, held, data["scope_bits"])
     bounds.require_within(held, data)
+    identity = bounds.identity_of_made(caller, data)
+    bound_by = bounds.binding_of_made(caller, "")
     try:
         governed = organization_policy.govern(
             caller.organization_id, data, organization_policy.CREATE, caller.expires_at
@@ -127,6 +134,8 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
         actor_key=caller,
+        identity=identity,
+        bound_by=bound_by,
     )
     db.session.commit()
     return created
@@ -146,6 +155,16 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         bounds.require_power_over(caller, held, key)
         bounds.require_scopes(caller, held, scope_bits)
         bounds.require_within(held, data)
+        identity, new = key.identity, None
+        if "identity" in data:
+            new = (
+                None
+                if data["identity"] is None
+                else bounds.named_identity(caller, data["identity"])
+            )
+            if (new and new.shown) != key.identity:
+                bounds.require_may_change_identity(caller)
+                identity = new and new.shown
         organization_policy.govern(caller.organization_id, data, organization_policy.UPDATE)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
@@ -185,6 +204,10 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
             changes |= quota_columns(data["quota"])
             shown |= quota_columns(data["quota"])
             details["quota"] = [key.quota, data["quota"]]
+        if identity != key.identity:
+            changes["identity_id"] = shown["identity_id"] = None if new is None else new.row_id
+            shown["identity"] = identity
+            details["identity"] = [_external_id(key.identity), _external_id(identity)]
         if "metadata" in changes:
             write_metadata(caller.organization_id, key.id, changes["metadata"])
         if changes:
@@ -192,6 +215,8 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
             key = key._replace(**(changes | shown), updated=iso(updated))
             statement = UPDATE.values(**changes, updated=updated)
             db.session.execute(statement, {"key": key.identifier})
+            if "rate_limit" in details or "quota" in details:
+                rebind(caller.organization_id, key)
             audit.record(
                 "key.updated",
                 organization_id=caller.organization_id,
@@ -273,6 +298,10 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
         if key.replaced_by is not None:  # after the policy's 403, as section 4 orders them
             raise _already_rotated(key, "rotate its successor instead.")
         grace = data.get("grace_seconds", 0)
+        held_by = None if key.identity_id is None else HeldBy(key.identity_id, key.identity)
+        identity = bounds.identity_of_made(caller, {}, held_by)
+        kept = bindings.makers(key.bound_by)
+        bound_by = bounds.binding_of_made(caller, key.counter, kept)
         if grace == 0:
             db.session.execute(DELETE, {"key": key.identifier})
         actor = audit.actor_of(caller)
@@ -285,9 +314,13 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             created_by=caller.identifier,
             **policy,
             metadata=key.metadata,
-            quota_counter=key.quota_counter or key.identifier,  # the same holder's count
+            quota_counter=key.counter,  # the same holder's counts
             actor_key=caller,
+            identity=identity,
+            bound_by=bound_by,
         )
+        if replacement[0].rate_limit != key.rate_limit or replacement[0].quota != key.quota:
+            rebind(caller.organization_id, replacement[0])  # narrowed by its rotating caller
         if grace:
             until = now + timedelta(seconds=grace)
             sooner = until if ends is None else min(ends, until)
@@ -309,6 +342,26 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
         )
         db.session.commit()
     return replacement
+
+
+def _external_id(identity: Identity | None) -> str | None:
+    return None if identity is None else identity.external_id
+
+
+def rebind(organization_id: int, key: Key) -> None:
+    """The keys that `key` (or a key of its lineage) made, at any depth, bound by its limits
+    as they are now: written in the transaction that changed them."""
+    limited = bindings.Limited(
+        key.counter,
+        key.rate_limit_requests,
+        key.rate_limit_seconds,
+        key.quota_requests,
+        key.quota_period,
+    )
+    for identifier, bound_by in queries.keys_bound(organization_id, key.counter):
+        changed = bindings.changed(bound_by, limited)
+        if changed is not None:
+            db.session.execute(UPDATE.values(bound_by=changed), {"key": identifier})
 
 
 def grant_quota(caller: Caller, key: Key, data: dict) -> Key:

@@ -17,14 +17,15 @@ from flask import current_app
 from sqlalchemy import bindparam, delete, insert, update
 
 from app import audit
-from app.domain import keyformat
+from app.domain import bindings, keyformat
+from app.domain.bindings import Bound
 from app.domain.credentials import Caller
 from app.domain.scopes import to_names
 from app.domain.timestamps import iso, utcnow
 from app.extensions import db
 from app.keys.bodies import dump_key
 from app.storage.models import ApiKey, KeyMetadata
-from app.storage.queries import Key
+from app.storage.queries import HeldBy, Key
 
 KEYS = ApiKey.__table__
 UPDATE = update(KEYS).where(KEYS.c.identifier == bindparam("key"))
@@ -78,12 +79,19 @@ def add_key(
     quota: dict | None = None,
     quota_counter: str | None = None,
     actor_key: Caller | None = None,
+    identity: HeldBy | None = None,
+    bound_by: Sequence[Bound] = (),
 ) -> tuple[Key, str]:
     """A new key in the session's transaction, with its key.created event (`actor_key`:
-    the key that made it; None: the operator); with a quota, counted under
-    `quota_counter` (a predecessor's: its count goes on) or its own."""
+    the key that made it; None: the operator); with limits, counted under `quota_counter`
+    (a predecessor's: its counts go on) or its own; held by `identity`, and bound by the
+    limits `bound_by` of the keys that made it (app/domain/bindings.py)."""
     allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
     limit = rate_limit_columns(rate_limit) | quota_columns(quota) | {"quota_counter": quota_counter}
+    limit |= {
+        "identity_id": None if identity is None else identity.row_id,
+        "bound_by": bindings.stored(bound_by),
+    }
     identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
     now = utcnow()
     row = {
@@ -113,6 +121,7 @@ def add_key(
     expiry = None if expires_at is None else iso(expires_at)
     # The key as reads give it (queries.Key): its row, with its times as shown.
     fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
+    fields["identity"] = None if identity is None else identity.shown
     made = Key(**{field: fields[field] for field in Key._fields})
     audit.record(
         "key.created",
@@ -131,6 +140,7 @@ def add_key(
             "rate_limit": rate_limit,
             "metadata": metadata,
             "quota": quota,
+            **({} if identity is None else {"identity": identity.shown.external_id}),
         },
         key=dump_key(made),
     )

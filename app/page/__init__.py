@@ -66,6 +66,10 @@ ACTION_WORDS = {
     "webhook.deleted": "Webhook deleted",
     "webhook.new_secret": "Webhook secret renewed",  # nosec B105: an action in words
     "webhook.disabled": "Webhook disabled after failing",
+    "identity.created": "Identity created",
+    "identity.updated": "Identity updated",
+    "identity.deleted": "Identity deleted",
+    "identity.quota_exhausted": "Identity's quota used up",
 }
 
 

@@ -1,8 +1,11 @@
-"""A quota's count where the limits count it (app/access/limits.py), read for the key object and
-set by grants (POST /api/keys/<key>/quota, which app/keys/service.py audits as key.quota;
-CONTRACT.md section 21)."""
+"""A quota's count where the limits count it (app/access/limits.py), read for the key and
+identity objects and set by grants (POST /api/keys/<key>/quota, which app/keys/service.py
+audits as key.quota; CONTRACT.md section 21). What has a quota (a key, an identity) has
+a `counter` (the key's lineage, the identity's), `quota_requests` and `quota_period`."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from flask import current_app
 
@@ -10,36 +13,48 @@ from app.access.limits import Limits
 from app.domain import periods
 from app.domain.timestamps import utcnow
 from app.http.errors import ApiError
-from app.storage.queries import Key
 
 
 def _limits() -> Limits:
     return current_app.extensions["limits"]
 
 
-def _counter(key: Key, period: str) -> tuple[str, float, int | None]:
+class Limited(Protocol):
+    """A key or an identity, as far as its quota goes."""
+
+    @property
+    def counter(self) -> str: ...
+
+    @property
+    def quota_requests(self) -> int | None: ...
+
+    @property
+    def quota_period(self) -> str | None: ...
+
+
+def _counter(key: Limited, period: str) -> tuple[str, float, int | None]:
     """Where `key`'s quota counts now, the seconds its window has left, and when it ends."""
     now = utcnow()
     window = periods.window(period, now)
-    name = _limits().quota_key(key.quota_counter or key.identifier, window.name)
+    name = _limits().quota_key(key.counter, window.name)
     reset = None if window.end is None else max(1, int((window.end - now).total_seconds()))
     return name, periods.seconds_left(window.end, now), reset
 
 
-def used(key: Key, period: str) -> int:
+def used(key: Limited, period: str) -> int:
     """The uses `key` has spent in the current `period`."""
     name, _, _ = _counter(key, period)
     return _limits().count(name)
 
 
-def remaining(key: Key) -> int | None:
+def remaining(key: Limited) -> int | None:
     """What is left of `key`'s quota in the current period; None: it has none."""
     if key.quota_requests is None or key.quota_period is None:
         return None
     return max(0, key.quota_requests - used(key, key.quota_period))
 
 
-def keep_used(key: Key, period: str) -> None:
+def keep_used(key: Limited, period: str) -> None:
     """A quota whose period changes keeps what the key used in the period it had."""
     if key.quota_period is None or key.quota_period == period:
         return
@@ -48,7 +63,7 @@ def keep_used(key: Key, period: str) -> None:
     _limits().set_count(name, seconds, spent)
 
 
-def grant(key: Key, data: dict) -> tuple[int, int]:
+def grant(key: Limited, data: dict) -> tuple[int, int]:
     """More uses (`add`) or exactly so many left (`set_remaining`) in the key's current
     period: what was left before and after; 409 for a key without a quota."""
     if key.quota_requests is None or key.quota_period is None:

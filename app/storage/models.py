@@ -14,6 +14,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    UniqueConstraint,
     text,
     true,
 )
@@ -26,6 +27,7 @@ from app.extensions import db
 # Identifiers sort in byte order (the contract's tie-break). SQLite compares bytes by
 # default; PostgreSQL needs the "C" collation, which other databases do not know.
 IDENTIFIER = String(64).with_variant(String(64, collation="C"), "postgresql")
+EXTERNAL_ID = String(255).with_variant(String(255, collation="C"), "postgresql")
 
 
 class Document(TypeDecorator):
@@ -66,6 +68,38 @@ class Organization(db.Model):
     default_quota_period: Mapped[str | None] = mapped_column(String(10))
 
 
+class Identity(db.Model):
+    """Whoever holds keys, in an organization's own terms (CONTRACT.md section 23): its
+    limits bind every key it holds, as one count (app/identities)."""
+
+    __tablename__ = "identities"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # The identity's id in the API: `id_` and random characters, never reused.
+    public_id: Mapped[str] = mapped_column(String(40), unique=True)
+    organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    # The organization's own id for the holder: unique in the organization.
+    external_id: Mapped[str] = mapped_column(EXTERNAL_ID)
+    name: Mapped[str] = mapped_column(String(200))
+    metadata_: Mapped[dict[str, str]] = mapped_column(
+        "metadata", DOCUMENT, server_default=text("'{}'")
+    )
+    # Uses per window, and allowed uses per UTC calendar period, of all its keys together;
+    # both None: none.
+    rate_limit_requests: Mapped[int | None]
+    rate_limit_seconds: Mapped[int | None]
+    quota_requests: Mapped[int | None]
+    quota_period: Mapped[str | None] = mapped_column(String(10))
+    created: Mapped[datetime]
+    updated: Mapped[datetime]
+
+    __table_args__ = (
+        UniqueConstraint("organization_id", "external_id"),
+        # Listing: one organization's identities, oldest first, ties by id.
+        Index("ix_identities_listing", "organization_id", "created", "public_id"),
+    )
+
+
 class ApiKey(db.Model):
     """An API key. Times are naive UTC; only the SHA-256 digest of the full key is kept."""
 
@@ -104,6 +138,12 @@ class ApiKey(db.Model):
     quota_requests: Mapped[int | None]
     quota_period: Mapped[str | None] = mapped_column(String(10))
     quota_counter: Mapped[str | None] = mapped_column(String(64))
+    # The identity that holds the key (CONTRACT.md section 23); None: none.
+    identity_id: Mapped[int | None] = mapped_column(ForeignKey("identities.id"))
+    # The limits of the keys that made it, at any depth, which it spends beside its own
+    # (app/access/bindings.py): [counter, rate requests, rate seconds, quota requests,
+    # quota period] each; []: made by the operator or by keys without limits.
+    bound_by: Mapped[list[list[Any]]] = mapped_column(DOCUMENT, server_default=text("'[]'"))
 
     __table_args__ = (
         # Listing: one organization's keys, oldest first, ties by identifier.
@@ -112,6 +152,8 @@ class ApiKey(db.Model):
         # The list filters state= and unused_since=.
         Index("ix_api_keys_expiry", "organization_id", "expires_at"),
         Index("ix_api_keys_last_used", "organization_id", "last_used"),
+        # An identity's keys: its key_count, ?identity=, and the 409 of its delete.
+        Index("ix_api_keys_identity", "identity_id"),
         CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
     )
 
@@ -155,7 +197,7 @@ class AuditEvent(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     at: Mapped[datetime]
-    action: Mapped[str] = mapped_column(String(20))
+    action: Mapped[str] = mapped_column(String(40))
     # The shown value of the acting key, "operator" or "leak-report".
     actor: Mapped[str] = mapped_column(String(70))
     # The shown value of the key acted on.

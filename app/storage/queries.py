@@ -33,10 +33,12 @@ from sqlalchemy import (
     true,
 )
 
-from app.domain.credentials import NO_METADATA, Caller
+from app.domain import bindings
+from app.domain.credentials import NO_METADATA, Caller, Identity
 from app.domain.timestamps import as_shown, utcnow
 from app.extensions import db
 from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization
+from app.storage.models import Identity as IdentityRow
 from app.storage.reads import Read
 
 T = TypeVar("T")
@@ -69,6 +71,14 @@ class Key(NamedTuple):
     quota_requests: int | None = None
     quota_period: str | None = None
     quota_counter: str | None = None  # whose count it spends (app/quotas); None: its own
+    identity_id: int | None = None  # the identity that holds it; None: none
+    bound_by: list[list[Any]] = []  # noqa: RUF012 - its makers' limits (bindings.stored)
+    identity: Identity | None = None  # as it shows the identity
+
+    @property
+    def counter(self) -> str:
+        """The counter its own uses spend (bindings.lineage)."""
+        return self.quota_counter or self.identifier
 
     @property
     def rate_limit(self) -> dict[str, int] | None:
@@ -115,10 +125,21 @@ _KEYS = ApiKey.__table__
 _METADATA = KeyMetadata.__table__
 _COUNTED = KeyCount.__table__
 _ORGANIZATIONS = Organization.__table__
+_IDENTITIES = IdentityRow.__table__
+# A key's row and its identity's, if any.
+_WITH_IDENTITY = _KEYS.outerjoin(_IDENTITIES, _IDENTITIES.c.id == _KEYS.c.identity_id)
+# What a key shows of its identity, and what binds it of the identity's limits.
+_IDENTITY_SHOWN = (_IDENTITIES.c.public_id, _IDENTITIES.c.external_id)
+_IDENTITY_LIMITS = (
+    _IDENTITIES.c.rate_limit_requests,
+    _IDENTITIES.c.rate_limit_seconds,
+    _IDENTITIES.c.quota_requests,
+    _IDENTITIES.c.quota_period,
+)
 _IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
 _TIMES = ("created", "updated", "last_used", "expires_at")
 # A key's lists and objects, read as their text: decoded only when not empty (_document).
-_AS_TEXT = ("allowed_ips", "metadata")
+_AS_TEXT = ("allowed_ips", "metadata", "bound_by")
 
 
 def _column(name: str) -> ColumnElement:
@@ -130,31 +151,46 @@ def _column(name: str) -> ColumnElement:
     return _KEYS.c[name]
 
 
-_KEY = select(*(_column(name) for name in Key._fields))
 # A key's columns as reads take them, for a statement that returns a key (a DELETE's
 # RETURNING): key_of_row() makes the Key.
-KEY_COLUMNS = tuple(_KEY.selected_columns)
+KEY_COLUMNS = tuple(_column(name) for name in Key._fields[:-1])
+_KEY = select(*KEY_COLUMNS, *_IDENTITY_SHOWN).select_from(_WITH_IDENTITY)
 _ORDER = (_KEYS.c.created, _KEYS.c.identifier)
 _EMPTY = frozenset({"[]", "{}"})
 
-_OF_DIGEST = select(
-    *(cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name] for name in Caller._fields),
-    _KEYS.c.last_used,
-).where(_KEYS.c.digest == bindparam("digest"))
+# The caller's columns, through identity_id; then its makers' limits, its identity's
+# (bound_by, identity), and the rest of what authentication reads.
+_CALLER_COLUMNS = Caller._fields[: Caller._fields.index("bound_by")]
+_OF_DIGEST = (
+    select(
+        *(
+            cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name]
+            for name in _CALLER_COLUMNS
+        ),
+        cast(_KEYS.c.bound_by, Text),
+        *_IDENTITY_SHOWN,
+        *_IDENTITY_LIMITS,
+        _KEYS.c.last_used,
+    )
+    .select_from(_WITH_IDENTITY)
+    .where(_KEYS.c.digest == bindparam("digest"))
+)
 _HOLDER = Read(_OF_DIGEST)
 # Introspection and forward auth answer the key's name and creation, or its organization's
 # name: read with it, not again after.
 _HOLDER_WITH_FACTS = Read(
-    _OF_DIGEST.add_columns(
-        _KEYS.c.name, cast(_KEYS.c.created, Text), _ORGANIZATIONS.c.name
-    ).join_from(_KEYS, _ORGANIZATIONS, _ORGANIZATIONS.c.id == _KEYS.c.organization_id)
+    _OF_DIGEST.add_columns(_KEYS.c.name, cast(_KEYS.c.created, Text), _ORGANIZATIONS.c.name).join(
+        _ORGANIZATIONS, _ORGANIZATIONS.c.id == _KEYS.c.organization_id
+    )
 )
-_IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT)
-_CALLER_FIELDS = len(Caller._fields)
+_IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT[:2])
+_CALLER_FIELDS = len(_CALLER_COLUMNS)
+_READ_AFTER = _CALLER_FIELDS + 1 + len(_IDENTITY_SHOWN) + len(_IDENTITY_LIMITS)
 _BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
 _OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
 _BY_IDENTIFIER = Read(_OF_IDENTIFIER)
-_LOCKED = _OF_IDENTIFIER.with_for_update()  # SQLite has no FOR UPDATE: its SQL leaves it out
+# SQLite has no FOR UPDATE: its SQL leaves it out. The key's row alone is locked.
+_LOCKED = _OF_IDENTIFIER.with_for_update(of=_KEYS)
 # The total of a page: one row per kind, kept by the database (models.KeyCount).
 _TOTAL = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
     _COUNTED.c.organization_id == bindparam("organization_id")
@@ -168,13 +204,14 @@ def _page(*criteria: Any, deep: bool) -> Select:
     (half the time 25,000 keys in; a little more than the plain query near the start,
     hence both)."""
 
-    def in_order(*columns: Any) -> Select:
-        query = select(*columns).where(*criteria).order_by(*_ORDER)
+    def in_order(query: Select) -> Select:
+        query = query.where(*criteria).order_by(*_ORDER)
         return query.offset(bindparam("offset")).limit(bindparam("limit"))
 
     if not deep:
-        return in_order(*_KEY.selected_columns)
-    return _KEY.where(_KEYS.c.id.in_(in_order(_KEYS.c.id).scalar_subquery())).order_by(*_ORDER)
+        return in_order(_KEY)
+    ids = in_order(select(_KEYS.c.id)).scalar_subquery()
+    return _KEY.where(_KEYS.c.id.in_(ids)).order_by(*_ORDER)
 
 
 _PAGES = {
@@ -196,10 +233,18 @@ def holder(digest: bytes, facts: bool = False) -> Holder | None:
     fields = list(row[:_CALLER_FIELDS])
     fields[_IPS] = _document(fields[_IPS], ())
     fields[_METADATA_TEXT] = _document(fields[_METADATA_TEXT], NO_METADATA)
-    return Holder(Caller(*fields), *row[_CALLER_FIELDS:])
+    bound_by, public_id, external_id, *limits = row[_CALLER_FIELDS:_READ_AFTER]
+    bound = bindings.makers(_document(bound_by, ()))
+    identity = None
+    if public_id is not None:
+        identity = Identity(public_id, external_id)
+        limited = bindings.Limited(bindings.identity_counter(public_id), *limits)
+        if bindings.has_limits(limited):
+            bound += (bindings.of_identity(limited),)
+    return Holder(Caller(*fields, bound, identity), *row[_READ_AFTER:])
 
 
-_KEY_IPS, _KEY_METADATA = (Key._fields.index(name) for name in _AS_TEXT)
+_KEY_IPS, _KEY_METADATA, _KEY_BOUND = (Key._fields.index(name) for name in _AS_TEXT)
 
 
 def _key(fields: list[Any]) -> Key:
@@ -207,15 +252,55 @@ def _key(fields: list[Any]) -> Key:
     its lists and objects decoded, the empty ones without the JSON decoder (a page of 50
     spent a fifth of its time in it). Each its own [] and {}: whoever reads a key may
     change them."""
-    ips, metadata = fields[_KEY_IPS], fields[_KEY_METADATA]
+    ips, metadata, bound = fields[_KEY_IPS], fields[_KEY_METADATA], fields[_KEY_BOUND]
     fields[_KEY_IPS] = [] if ips == "[]" else json.loads(ips)
     fields[_KEY_METADATA] = {} if metadata == "{}" else json.loads(metadata)
+    fields[_KEY_BOUND] = [] if bound == "[]" else json.loads(bound)
+    public_id = fields[-2]  # then its identity's external id: one field, the identity
+    fields[-2:] = (None if public_id is None else Identity(public_id, fields[-1]),)
     return Key._make(fields)
 
 
 def key_of_row(row: Sequence[Any]) -> Key:
-    """A Key from a row of KEY_COLUMNS."""
-    return _key(list(row))
+    """A Key from a row of KEY_COLUMNS (its identity read apart: a DELETE returns no join)."""
+    fields = list(row)
+    identity_id = fields[Key._fields.index("identity_id")]
+    shown = (None, None) if identity_id is None else identity_shown(identity_id)
+    return _key([*fields, *shown])
+
+
+class HeldBy(NamedTuple):
+    """The identity that holds a key: its row's id, and how a key shows it."""
+
+    row_id: int
+    shown: Identity
+
+
+_IDENTITY_REFERENCE = select(_IDENTITIES.c.id, *_IDENTITY_SHOWN).where(
+    _IDENTITIES.c.organization_id == bindparam("organization_id")
+)
+_IDENTITY_NAMED = (
+    Read(_IDENTITY_REFERENCE.where(_IDENTITIES.c.public_id == bindparam("reference"))),
+    Read(_IDENTITY_REFERENCE.where(_IDENTITIES.c.external_id == bindparam("reference"))),
+)
+
+
+def identity_named(organization_id: int, reference: str) -> HeldBy | None:
+    """The organization's identity whose id is `reference`, or else whose external id is."""
+    parameters = {"organization_id": organization_id, "reference": reference}
+    for read in _IDENTITY_NAMED:
+        row = read.first(parameters)
+        if row is not None:
+            return HeldBy(row[0], Identity(row[1], row[2]))
+    return None
+
+
+_IDENTITY_BY_ID = Read(select(*_IDENTITY_SHOWN).where(_IDENTITIES.c.id == bindparam("id")))
+
+
+def identity_shown(identity_id: int) -> tuple[str, str]:
+    """An identity's id and external id, by its row's id."""
+    return _IDENTITY_BY_ID.first({"id": identity_id}, tuple)
 
 
 def _document(text: str, empty: Any) -> Any:
@@ -279,6 +364,7 @@ def matching(
     metadata: dict[str, str] | None = None,
     outside_policy: bool | None = None,
     lifetime_days: int | None = None,
+    identity: int | None = None,
 ) -> ColumnElement[bool]:
     """The organization's keys of `kind`, in `state`, unused since `unused_since`, enabled
     or not, with these metadata members, outside the organization's policy or within it
@@ -298,6 +384,8 @@ def matching(
         criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
     if enabled is not None:
         criteria.append(_KEYS.c.enabled == enabled)
+    if identity is not None:
+        criteria.append(_KEYS.c.identity_id == identity)
     for name, value in (metadata or {}).items():
         member = select(_METADATA.c.key_id).where(
             _METADATA.c.organization_id == organization_id,
@@ -326,13 +414,14 @@ def keys_page(
     metadata: dict[str, str] | None = None,
     outside_policy: bool | None = None,
     lifetime_days: int | None = None,
+    identity: int | None = None,
 ) -> Page[Key]:
     """One page of the organization's keys, oldest first, ties by identifier: one total
     and one page query; a page past the end asks only for the total (nor sends an offset
     past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
     otherwise, count(*) over the index of the filtered column."""
-    filtered = (state, unused_since, enabled, outside_policy)
-    if filtered == (None, None, None, None) and not metadata:
+    filtered = (state, unused_since, enabled, outside_policy, identity)
+    if filtered == (None, None, None, None, None) and not metadata:
         parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
         ((total,),) = _TOTALS[kind is not None].rows(parameters)
         offset = (page - 1) * page_size
@@ -351,6 +440,7 @@ def keys_page(
         metadata,
         outside_policy,
         lifetime_days,
+        identity,
     )
     in_order = _KEY.where(where).order_by(*_ORDER)
     return counted(_KEYS, where, in_order, page, page_size, _key_rows)
@@ -375,6 +465,33 @@ def counted(
     offset = (page - 1) * page_size
     data = read(in_order.offset(offset).limit(page_size)) if offset < total else []
     return Page(page, page_size, total, data)
+
+
+_OF_LINEAGE = Read(
+    _KEY.where(
+        _IN_ORGANIZATION,
+        or_(
+            _KEYS.c.identifier == bindparam("counter"),
+            _KEYS.c.quota_counter == bindparam("counter"),
+        ),
+        _KEYS.c.replaced_by.is_(None),
+    ).order_by(_KEYS.c.created.desc())
+)
+
+
+def key_of_lineage(organization_id: int, counter: str) -> Key | None:
+    """The newest key of the lineage whose counter is `counter` that is not replaced."""
+    return _OF_LINEAGE.first({"organization_id": organization_id, "counter": counter}, _key)
+
+
+def keys_bound(organization_id: int, counter: str) -> list[tuple[str, list[list[Any]]]]:
+    """The organization's keys whose makers' limits (bound_by) may name `counter`: each
+    key's identifier and bound_by, for bindings.changed to tell."""
+    query = select(_KEYS.c.identifier, _KEYS.c.bound_by).where(
+        _KEYS.c.organization_id == organization_id,
+        cast(_KEYS.c.bound_by, Text).contains(counter, autoescape=True),
+    )
+    return [(identifier, bound_by) for identifier, bound_by in db.session.execute(query)]
 
 
 def organization_id(name: str) -> int | None:

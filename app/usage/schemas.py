@@ -1,4 +1,5 @@
-"""What GET /api/keys/<key>/usage and the MCP tool get_key_usage accept and show."""
+"""What GET /api/keys/<key>/usage, GET /api/identities/<id>/usage and the MCP tool
+get_key_usage accept and show."""
 
 from __future__ import annotations
 
@@ -64,5 +65,18 @@ class KeyUsage(Schema):
     unused_scopes = fields.List(fields.String(), allow_none=True)
 
 
+class IdentityUsage(Schema):
+    """An identity's usage: the sum of its keys' (the keys it holds now)."""
+
+    identity = fields.String()
+    since = fields.String()
+    until = fields.String()
+    granularity = fields.String()
+    total = fields.Nested(Total)
+    buckets = fields.List(fields.Nested(Bucket))
+    scopes = fields.Dict(keys=fields.String(), values=fields.Integer())
+
+
 usage_arguments = UsageArguments()
 key_usage = KeyUsage()
+identity_usage = IdentityUsage()

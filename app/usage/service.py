@@ -14,7 +14,7 @@ from app.domain.scopes import SCOPES, to_names
 from app.domain.timestamps import iso, utcnow
 from app.extensions import db
 from app.keys import service
-from app.storage.models import KeyUsage
+from app.storage.models import ApiKey, KeyUsage
 from app.usage.counter import ALLOWED, USE
 
 HOUR = "hour"
@@ -54,10 +54,37 @@ def key_usage(
     """The usage of the caller's organization's key named by `reference` (404 for any other)
     in the window, as the API shows it."""
     key = service.find_key(caller, reference)
+    counted = _usage(KeyUsage.key_id == key.id, since, until, granularity)
+    scopes = counted.pop("scopes")
+    held = to_names(key.scope_bits)
+    return {"key": shown(key.identifier), **counted} | {
+        "scopes": scopes,
+        "unused_scopes": [name for name in held if name not in scopes] if scopes else None,
+    }
+
+
+def identity_usage(
+    identity_id: int,
+    shown_id: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    granularity: str = DAY,
+) -> dict[str, Any]:
+    """The usage of every key an identity holds now (its row's `identity_id`; shown as
+    `shown_id`), added up, in the window, as the API shows a key's."""
+    keys = select(ApiKey.id).where(ApiKey.identity_id == identity_id)
+    return {"identity": shown_id, **_usage(KeyUsage.key_id.in_(keys), since, until, granularity)}
+
+
+def _usage(
+    of: Any, since: datetime | None, until: datetime | None, granularity: str
+) -> dict[str, Any]:
+    """The counts of the keys `of` selects in the window, by bucket: allowed, refused by
+    code, and the scopes checked."""
     start, end = window(since, until, granularity)
     statement = (
         select(KeyUsage.hour, KeyUsage.outcome, KeyUsage.scope, func.sum(KeyUsage.count))
-        .where(KeyUsage.key_id == key.id, KeyUsage.hour >= start, KeyUsage.hour < end)
+        .where(of, KeyUsage.hour >= start, KeyUsage.hour < end)
         .group_by(KeyUsage.hour, KeyUsage.outcome, KeyUsage.scope)
     )
     step = GRANULARITIES[granularity]
@@ -82,14 +109,11 @@ def key_usage(
             refused[outcome] = refused.get(outcome, 0) + count
     for bucket in buckets:
         bucket["start"] = iso(bucket["start"])
-    held = to_names(key.scope_bits)
     return {
-        "key": shown(key.identifier),
         "since": iso(start),
         "until": iso(end),
         "granularity": granularity,
         "total": {"allowed": allowed, "refused": refused},
         "buckets": buckets,
         "scopes": {name: scopes[name] for name in SCOPES if name in scopes},
-        "unused_scopes": [name for name in held if name not in scopes] if scopes else None,
     }

@@ -17,8 +17,8 @@ over 27.5 hours by default), and the delivery has failed when they are spent. An
 whose tries have failed without a success for 3 days is disabled, and the audit log says
 so (`webhook.disabled`).
 
-Each scan announces what is due (app/webhooks/announcements.py): expiries and quotas used
-up, each once, whichever worker finds it.
+Each scan announces what is due (app/webhooks/announcements.py): expiries, each once,
+whichever worker finds it (a quota used up is recorded by the use that used it up).
 
 The thread starts with a worker (gunicorn's post_worker_init) or its first request, never in
 gunicorn's master; it holds its sender weakly and ends with its application or stop().
@@ -158,7 +158,6 @@ class Sender:
         how many tries were sent."""
         if not self.scanned or time.monotonic() - self.scanned >= self.scan:
             self.announce_expiries()
-            self.announce_quotas()
             self.scanned = time.monotonic()
         if not self.pruned or time.monotonic() - self.pruned >= PRUNE_SECONDS:
             self.prune()
@@ -297,10 +296,6 @@ class Sender:
     def announce_expiries(self) -> int:
         """Each expiry notice reached and not yet announced (announcements.py); how many."""
         return announcements.expiries(self.app)
-
-    def announce_quotas(self) -> int:
-        """Each quota used up and not yet announced this period (announcements.py)."""
-        return announcements.quotas_used_up(self.app)
 
 
 def _running(sender_ref: weakref.ref[Sender], poll: float, stopped: threading.Event) -> None:

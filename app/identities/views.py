@@ -1,0 +1,167 @@
+"""The blueprint at /api/identities: an organization's identities, for its sdk_integration
+keys; thin views (load, call the service, dump), each with its operation in the OpenAPI
+document."""
+
+from __future__ import annotations
+
+from flask import Blueprint, g, url_for
+
+from app.access import auth
+from app.domain.scopes import SDK_INTEGRATION
+from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
+from app.http.request_body import json_object, query_arguments
+from app.identities import schemas, service
+from app.usage import schemas as usage_schemas
+from app.usage import service as usage
+
+bp = Blueprint("identities", __name__, url_prefix="/api/identities")
+
+
+@bp.before_request
+def require_manager() -> None:
+    g.caller = auth.managing_caller()
+    service.require_manager(g.caller)
+
+
+MANAGER = (
+    "Needs an `sdk_integration` key of the organization (any other key gets 403 `forbidden`). "
+    "A path names an identity by its `id` or as `external_id:<external_id>`."
+)
+REQUEST = (*ANY_REQUEST, 401, 403, 429)
+ROLES = (SDK_INTEGRATION,)
+LOCATION = {
+    "Location": {
+        "description": "The path of the new identity: `/api/identities/<id>`.",
+        "required": True,
+        "schema": {"type": "string"},
+    }
+}
+LIMITS = (
+    "Its `rate_limit` and `quota` bind every key it holds as one count: each use of one of "
+    "them spends the key's own limits and the identity's, all or nothing."
+)
+
+
+@bp.get("")
+@documented(
+    Operation(
+        "List identities",
+        "The organization's identities, oldest first, one page at a time; `external_id=` "
+        "finds one by the organization's own id. " + MANAGER,
+        200,
+        "One page of identities, and how many there are in all.",
+        (*REQUEST, 422),
+        response=schemas.IdentityPage,
+        query=schemas.ListArguments,
+        roles=ROLES,
+    )
+)
+def list_identities():
+    arguments = schemas.list_arguments.load(query_arguments())
+    page = service.list_identities(auth.caller(), **arguments)
+    return {
+        "page": page.page,
+        "page_size": page.page_size,
+        "total_count": page.total_count,
+        "data": page.data,
+    }
+
+
+@bp.post("")
+@documented(
+    Operation(
+        "Create an identity",
+        "A new identity: whoever holds keys, in the organization's own terms (its "
+        "`external_id`, unique in the organization, else 409 `identity_exists`). "
+        + LIMITS
+        + " "
+        + MANAGER,
+        201,
+        "The new identity.",
+        (*REQUEST, *WITH_BODY, 409),
+        response=schemas.Identity,
+        body=schemas.CreateIdentity,
+        headers=LOCATION,
+        roles=ROLES,
+    )
+)
+def create_identity():
+    data = schemas.create_identity.load(json_object())
+    identity = service.create_identity(auth.caller(), data)
+    location = url_for("identities.get_identity", reference=identity["id"])
+    return identity, 201, {"Location": location}
+
+
+@bp.get("/<reference>")
+@documented(
+    Operation(
+        "Get an identity",
+        "One identity of the organization, with what is left of its quota and how many keys "
+        "it holds. " + MANAGER,
+        200,
+        "The identity.",
+        (*REQUEST, 404),
+        response=schemas.Identity,
+        roles=ROLES,
+    )
+)
+def get_identity(reference: str):
+    return service.dump_identity(service.find_identity(auth.caller(), reference))
+
+
+@bp.put("/<reference>")
+@documented(
+    Operation(
+        "Update an identity",
+        "Change an identity (a partial update): `external_id`, `name`, `metadata`, "
+        "`rate_limit`, `quota`. A change of its limits binds its keys at once; a quota whose "
+        "period changes keeps what was used. " + MANAGER,
+        200,
+        "The updated identity.",
+        (*REQUEST, 404, *WITH_BODY, 409),
+        response=schemas.Identity,
+        body=schemas.UpdateIdentity,
+        roles=ROLES,
+    )
+)
+def update_identity(reference: str):
+    data = schemas.update_identity.load(json_object())
+    return service.update_identity(auth.caller(), reference, data)
+
+
+@bp.delete("/<reference>")
+@documented(
+    Operation(
+        "Delete an identity",
+        "An identity that holds no key; 409 `identity_in_use`, naming how many, while it "
+        "holds some. " + MANAGER,
+        204,
+        "Deleted.",
+        (*REQUEST, 404, 409),
+        roles=ROLES,
+    )
+)
+def delete_identity(reference: str):
+    service.delete_identity(auth.caller(), reference)
+    return "", 204
+
+
+@bp.get("/<reference>/usage")
+@documented(
+    Operation(
+        "Get an identity's usage",
+        "The usage of the keys the identity holds, added up, in the shape of a key's usage "
+        "(`since`, `until`, `granularity`). " + MANAGER,
+        200,
+        "The identity's usage in the window.",
+        (*REQUEST, 404, 422),
+        response=usage_schemas.IdentityUsage,
+        query=usage_schemas.UsageArguments,
+        roles=ROLES,
+    )
+)
+def get_identity_usage(reference: str):
+    identity = service.find_identity(auth.caller(), reference)
+    arguments = usage_schemas.usage_arguments.load(query_arguments())
+    counted = usage.identity_usage(identity.row_id, identity.id, **arguments)
+    return usage_schemas.identity_usage.dump(counted)
