@@ -78,6 +78,10 @@ FORGED = [
     ("X-API-KEY-SCOPES", "forged"),
 ]
 
+# The headers of the check's answer that are the client's, not the upstream's: a key's own
+# limit and quota (CONTRACT.md section 21: an allowed answer carries the quota's).
+CLIENTS = {"ratelimit", "ratelimit-policy", "quota-remaining", "quota-reset"}
+
 
 @dataclass
 class Answer:
@@ -488,8 +492,43 @@ def test_a_key_past_its_own_rate_limit_gets_the_services_429_with_its_ratelimit_
     assert refused.header("RateLimit-Policy") == ['"key";q=2;w=60']
     assert re.fullmatch(r'"key";r=0;t=\d+', refused.header("RateLimit")[0])
     assert_passed_on(refused, direct(service, limited))
-    for received in upstream.received:  # the upstream reads no RateLimit header of the check's
-        assert not {name.lower() for name, _ in received} & {"ratelimit", "ratelimit-policy"}
+    for received in upstream.received:  # the upstream reads none of the check's CLIENTS
+        assert not {name.lower() for name, _ in received} & CLIENTS
+
+
+def test_a_key_with_a_quota_tells_the_client_what_is_left_and_the_upstream_nothing(
+    gateway, service, upstream
+):
+    """Each answer the gateway lets through carries the check's Quota-Remaining and
+    Quota-Reset, once each; past the quota the client gets the service's 429 as it is; a
+    lifetime quota has no Quota-Reset, and no empty one. The upstream reads none of them."""
+    daily = new_key(service, quota={"requests": 5, "period": "day"})
+    assert CHECKS >= 5  # every use below is checked within the key's RATELIMIT_INTROSPECT
+    allowed = [through(gateway, daily) for _ in range(5)]
+    assert [answer.status for answer in allowed] == [200] * 5
+    remaining = [answer.header("Quota-Remaining") for answer in allowed]
+    assert remaining == [[str(left)] for left in (4, 3, 2, 1, 0)]
+    for answer in allowed:
+        [reset] = answer.header("Quota-Reset")
+        assert 1 <= int(reset) <= 24 * 60 * 60  # until the next 00:00 UTC
+        assert answer.header("RateLimit") == answer.header("RateLimit-Policy") == []
+
+    once = new_key(service, quota={"requests": 1, "period": "day"})
+    assert through(gateway, once).header("Quota-Remaining") == ["0"]
+    refused = through(gateway, once)
+    assert json.loads(refused.body)["code"] == "quota_exceeded"
+    assert refused.header("Quota-Remaining") == ["0"]
+    assert int(refused.header("Quota-Reset")[0]) >= 1
+    assert_passed_on(refused, direct(service, once))
+
+    lifetime = new_key(service, quota={"requests": 3, "period": "lifetime"})
+    forever = through(gateway, lifetime)
+    assert (forever.status, forever.header("Quota-Remaining")) == (200, ["2"])
+    assert forever.header("Quota-Reset") == []  # not even empty
+
+    assert len(upstream.received) == 5 + 1 + 1
+    for received in upstream.received:
+        assert not {name.lower() for name, _ in received} & CLIENTS
 
 
 def test_a_refusal_for_the_scopes_spends_what_the_gateway_asks_of_the_keys_own_limit(
@@ -511,7 +550,7 @@ def test_a_key_with_allowed_ips_passes_from_its_address_and_gets_403_from_anothe
     placed = new_key(service, allowed_ips=["127.0.0.1/32"])
     passed = through(gateway, placed, source="127.0.0.1")
     assert passed.status == 200
-    assert passed.header("RateLimit") == passed.header("RateLimit-Policy") == []  # no limit
+    assert not {name.lower() for name, _ in passed.headers} & CLIENTS  # no limit, no quota
     elsewhere = through(gateway, placed, [("X-Forwarded-For", "127.0.0.1")], source="127.0.0.2")
     assert elsewhere.status == 403
     assert json.loads(elsewhere.body)["code"] == "ip_not_allowed"
