@@ -64,14 +64,16 @@ CHECKS = 5  # RATELIMIT_INTROSPECT of the service: checks per key per minute
 FAILURES = 4  # RATELIMIT_AUTH_FAILURES of a service: failed authentications per address
 # The failed requests an address makes before its 429: nginx checks each refusal twice.
 REFUSED_AFTER = {"nginx": FAILURES // 2, "caddy": FAILURES}
-# What a client sends to pass for someone else: the check's five headers, one it does not
-# send, and spellings that some servers read as the same names.
+# What a client sends to pass for someone else: the check's six headers (X-Api-Key-Identity
+# only for a key of an identity), one it never sends, and spellings that some servers read
+# as the same names.
 FORGED = [
     ("X-Api-Key-Id", "ak_forged"),
     ("X-Api-Key-Kind", "forged"),
     ("X-Api-Key-Scopes", "forged"),
     ("X-Api-Key-Organization", "forged"),
     ("X-Api-Key-Metadata", "forged"),
+    ("X-Api-Key-Identity", "forged"),
     ("X-Api-Key-Name", "forged"),
     ("x-api-key-organization", "forged"),
     ("X_Api_Key_Organization", "forged"),
@@ -103,14 +105,17 @@ def key_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
 
 class Recorder(BaseHTTPRequestHandler):
     """Records the headers and body of every request; answers 200 (the upstream) or 204
-    (a check)."""
+    (a check), with the headers `sent`."""
 
     status = 200
+    sent: tuple[tuple[str, str], ...] = ()
 
     def answer(self) -> None:
         self.server.received.append(self.headers.items())
         self.server.bodies.append(self.rfile.read(int(self.headers["Content-Length"] or 0)))
         self.send_response(self.status)
+        for name, value in self.sent:
+            self.send_header(name, value)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -124,6 +129,22 @@ class SilentCheck(Recorder):
     """A check that lets every request through and names nothing."""
 
     status = 204
+
+
+class IdentityCheck(Recorder):
+    """A check that lets every request through as a key of an identity, answering as the
+    service does for one (CONTRACT.md section 23): X-Api-Key-Identity is the holder's
+    external_id, `customer 42/\u03a9%` here, percent-encoded as the organization's name is."""
+
+    status = 204
+    sent = (
+        ("X-Api-Key-Id", "ak_0123456789ab"),
+        ("X-Api-Key-Kind", "custom"),
+        ("X-Api-Key-Scopes", "monitor:read"),
+        ("X-Api-Key-Organization", "default"),
+        ("X-Api-Key-Metadata", "{}"),
+        ("X-Api-Key-Identity", "customer 42/%CE%A9%25"),
+    )
 
 
 def serve(handler: type[Recorder]) -> Iterator[ThreadingHTTPServer]:
@@ -153,6 +174,11 @@ def upstream(monitors) -> ThreadingHTTPServer:
 @pytest.fixture
 def silent_check() -> Iterator[ThreadingHTTPServer]:
     yield from serve(SilentCheck)
+
+
+@pytest.fixture
+def identity_check() -> Iterator[ThreadingHTTPServer]:
+    yield from serve(IdentityCheck)
 
 
 @pytest.fixture(scope="module")
@@ -569,6 +595,20 @@ def test_a_check_that_names_nothing_lets_no_header_of_the_client_through(
     # nginx sends none; Caddy 2.6 sends its placeholder's own text, newer Caddy none.
     for name, value in key_headers(received).items():
         assert value == "{http.reverse_proxy.header." + name.title() + "}", name
+    # The upstream may take any X-Api-Key-Identity for a holder: not even Caddy's text.
+    assert "x-api-key-identity" not in key_headers(received)
+
+
+def test_a_key_of_an_identity_reaches_the_upstream_with_its_holders_external_id(
+    start_gateway, identity_check, upstream
+):
+    """The check's X-Api-Key-Identity reaches the upstream as the check sent it, in place of
+    the client's, beside the five other headers."""
+    port = start_gateway(identity_check.server_address[1], upstream.server_address[1])
+    assert through(port, "ak_anything", FORGED).status == 200
+    [received] = upstream.received
+    assert key_headers(received) == {name.lower(): value for name, value in IdentityCheck.sent}
+    assert "authorization" not in {name.lower() for name, _ in received}
 
 
 def test_the_docs_show_each_configuration_as_the_suite_runs_it():
