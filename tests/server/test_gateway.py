@@ -43,7 +43,7 @@ from tests.processes import PROJECT
 from tests.server.conftest import START_TIMEOUT, Server, free_port, serving
 from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import sdk_key
-from tests.test_masking import leaked
+from tests.test_masking import escaped, leaked
 
 NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
 CADDY = Path(os.environ.get("CADDY", "/usr/bin/caddy"))
@@ -52,10 +52,10 @@ DOC = "docs/gateways.md"
 # The language of each block of DOC that is a file, and the file.
 SHOWN = {"nginx": "examples/gateways/nginx.conf", "caddyfile": "examples/gateways/Caddyfile"}
 # nginx.conf's addresses, each written once in it: the gateway's, the API Keys Service's and
-# the protected service's. The suite replaces these with free ports, and the access log's
-# path with one in the gateway's folder, and nothing else.
+# the protected service's. The suite replaces these with free ports, and the logs' paths
+# with ones in the gateway's folder, and nothing else.
 NGINX_ADDRESSES = ("127.0.0.1:8080", "127.0.0.1:5000", "127.0.0.1:8081")
-NGINX_ACCESS_LOG = "/var/log/nginx/access.log"
+NGINX_LOGS = ("/var/log/nginx/access.log", "/var/log/nginx/error.log")
 # What each gateway writes in its folder: nginx its logs, Caddy its logs on stderr.
 LOGS = {"nginx": ("access.log", "error.log", "output.txt"), "caddy": ("output.txt",)}
 # The service's check, as both files ask it.
@@ -191,11 +191,11 @@ def service(tmp_path_factory) -> Iterator[Server]:
 
 
 def nginx_config(port: int, api_keys: int, monitors: int, folder: Path) -> str:
-    """nginx.conf with its three addresses and its access log's path replaced."""
+    """nginx.conf with its three addresses and its logs' paths replaced."""
     config = (EXAMPLES / "nginx.conf").read_text()
     replaced = [f"127.0.0.1:{new_port}" for new_port in (port, api_keys, monitors)]
-    replaced.append(str(folder / "access.log"))
-    for written, new in zip((*NGINX_ADDRESSES, NGINX_ACCESS_LOG), replaced, strict=True):
+    replaced += [str(folder / Path(path).name) for path in NGINX_LOGS]
+    for written, new in zip((*NGINX_ADDRESSES, *NGINX_LOGS), replaced, strict=True):
         assert config.count(written) == 1, written
         config = config.replace(written, new)
     return config
@@ -342,8 +342,9 @@ def through(
     body: bytes | None = None,
     source: str = "127.0.0.1",
     scheme: str = "Bearer",
+    target: str = "/monitors/7",
 ) -> Answer:
-    """A GET (a POST with `body`) of /monitors/7 from a client of the gateway at `port`
+    """A GET (a POST with `body`) of `target` from a client of the gateway at `port`
     connected from the address `source` (any of 127.0.0.0/8), with `key` as a Bearer token
     (`scheme` "Basic": the user name, as `curl -u KEY:` sends it), sending `headers` as they
     are (duplicates and any spelling)."""
@@ -351,7 +352,7 @@ def through(
         "127.0.0.1", port, timeout=10, source_address=(source, 0)
     )
     try:
-        connection.putrequest("GET" if body is None else "POST", "/monitors/7")
+        connection.putrequest("GET" if body is None else "POST", target)
         if key is not None:
             connection.putheader("Authorization", authorization(key, scheme))
         for name, value in headers:
@@ -430,28 +431,70 @@ def test_metadata_at_its_bound_reaches_the_upstream_as_the_check_sends_it(
     assert json.loads(sent) == metadata and len(sent) == METADATA_BYTES
 
 
-def test_the_access_log_has_each_request_and_no_key(start_gateway, service, upstream):
-    """Through the gateway a key is sent as Basic user name (`curl -u KEY:`) and as Bearer,
-    a wrong key and none: a line for each, none holding the key in any form (the fixture
-    reads every log again once the gateway has stopped)."""
+def placed(key: str, other: str) -> dict:
+    """What `through` sends to hold `key` wherever a client may put it beside Authorization:
+    the path, the query (as it is and %-escaped), User-Agent and Referer, with `other` as a
+    second key-shaped value in the query and the User-Agent."""
+    return {
+        "target": f"/monitors/{key}/status?key={key}&escaped={escaped(key)}&other={other}",
+        "headers": [
+            ("User-Agent", f"monitor-client/2.1 ({key}; {other})"),
+            ("Referer", f"https://status.example/{escaped(key)}?key={key}"),
+        ],
+    }
+
+
+def logged(gateways: Gateways, port: int, requests: int) -> str:
+    """The logs of the gateway at `port` once they name `requests` requests: a line is
+    written once its answer has gone."""
+    deadline = time.monotonic() + 5
+    while (log := gateways.logs(port)).count("/monitors/") < requests:
+        assert time.monotonic() < deadline, log
+        time.sleep(0.05)
+    return log
+
+
+def test_the_logs_have_each_request_and_no_key_wherever_the_client_put_it(
+    start_gateway, service, upstream
+):
+    """A key is sent as Basic user name (`curl -u KEY:`) and as Bearer, a wrong key and
+    none, each also in the path, the query, User-Agent and Referer, as is a key past its
+    rate_limit (a 429, of which nginx's `error` level would write the request line and
+    Referer) and a key to a gateway whose service does not answer (a 502, of which Caddy
+    writes an error with the request). A line for each request names the key by its
+    identifier; no log holds a key in any form (the fixture reads every log again once the
+    gateways have stopped)."""
     port = start_gateway(service.port, upstream.server_address[1])
     key = new_key(service)
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
+    once = new_key(service, rate_limit={"requests": 1, "seconds": 60})
     statuses = [
         through(port, key, scheme="Basic").status,
         through(port, key).status,
         through(port, wrong, scheme="Basic").status,
         through(port, None).status,
+        through(port, key, scheme="Basic", **placed(key, wrong)).status,
+        through(port, key, **placed(wrong, key)).status,
+        through(port, None, **placed(key, once)).status,
+        through(port, key, target=f"/monitors/{escaped(key)}/status").status,
+        through(port, once, **placed(once, key)).status,
+        through(port, once, **placed(once, key)).status,
     ]
-    assert statuses == [200, 200, 401, 401]
-    deadline = time.monotonic() + 5  # a line is written once its answer has gone
-    while (log := start_gateway.logs(port)).count("/monitors/7") < len(statuses):
-        assert time.monotonic() < deadline, log
-        time.sleep(0.05)
-    assert log.count("/monitors/7") == len(statuses), log
+    assert statuses == [200, 200, 401, 401, 200, 200, 401, 200, 200, 429]
+    log = logged(start_gateway, port, len(statuses))
+    assert log.count("/monitors/") == len(statuses), log  # nginx's error log is quiet
+    for sent in (key, once):  # in the path, as the service lists it
+        assert f"/monitors/{keyformat.identifier_of(sent)}.../status" in log, log
+
+    with socket.socket() as closed:  # a service that does not answer
+        closed.bind(("127.0.0.1", 0))
+        unanswered = start_gateway(closed.getsockname()[1], upstream.server_address[1])
+        assert through(unanswered, key, **placed(key, wrong)).status == 502
+    log += logged(start_gateway, unanswered, 1)
+
     assert credentials_in(log) == [], log
-    assert leaked(log, [key, wrong]) == set()
-    for sent in (key, wrong):
+    assert leaked(log, [key, wrong, once]) == set()
+    for sent in (key, wrong, once):
         assert authorization(sent, "Basic").split()[1] not in log
 
 
