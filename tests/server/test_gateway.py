@@ -43,7 +43,7 @@ from tests.processes import PROJECT
 from tests.server.conftest import START_TIMEOUT, Server, free_port, serving
 from tests.server.test_docs import blocks
 from tests.server.test_gunicorn import sdk_key
-from tests.test_masking import leaked
+from tests.test_masking import escaped, leaked
 
 NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
 CADDY = Path(os.environ.get("CADDY", "/usr/bin/caddy"))
@@ -52,10 +52,10 @@ DOC = "docs/gateways.md"
 # The language of each block of DOC that is a file, and the file.
 SHOWN = {"nginx": "examples/gateways/nginx.conf", "caddyfile": "examples/gateways/Caddyfile"}
 # nginx.conf's addresses, each written once in it: the gateway's, the API Keys Service's and
-# the protected service's. The suite replaces these with free ports, and the access log's
-# path with one in the gateway's folder, and nothing else.
+# the protected service's. The suite replaces these with free ports, and the logs' paths
+# with ones in the gateway's folder, and nothing else.
 NGINX_ADDRESSES = ("127.0.0.1:8080", "127.0.0.1:5000", "127.0.0.1:8081")
-NGINX_ACCESS_LOG = "/var/log/nginx/access.log"
+NGINX_LOGS = ("/var/log/nginx/access.log", "/var/log/nginx/error.log")
 # What each gateway writes in its folder: nginx its logs, Caddy its logs on stderr.
 LOGS = {"nginx": ("access.log", "error.log", "output.txt"), "caddy": ("output.txt",)}
 # The service's check, as both files ask it.
@@ -64,19 +64,25 @@ CHECKS = 5  # RATELIMIT_INTROSPECT of the service: checks per key per minute
 FAILURES = 4  # RATELIMIT_AUTH_FAILURES of a service: failed authentications per address
 # The failed requests an address makes before its 429: nginx checks each refusal twice.
 REFUSED_AFTER = {"nginx": FAILURES // 2, "caddy": FAILURES}
-# What a client sends to pass for someone else: the check's five headers, one it does not
-# send, and spellings that some servers read as the same names.
+# What a client sends to pass for someone else: the check's six headers (X-Api-Key-Identity
+# only for a key of an identity), one it never sends, and spellings that some servers read
+# as the same names.
 FORGED = [
     ("X-Api-Key-Id", "ak_forged"),
     ("X-Api-Key-Kind", "forged"),
     ("X-Api-Key-Scopes", "forged"),
     ("X-Api-Key-Organization", "forged"),
     ("X-Api-Key-Metadata", "forged"),
+    ("X-Api-Key-Identity", "forged"),
     ("X-Api-Key-Name", "forged"),
     ("x-api-key-organization", "forged"),
     ("X_Api_Key_Organization", "forged"),
     ("X-API-KEY-SCOPES", "forged"),
 ]
+
+# The headers of the check's answer that are the client's, not the upstream's: a key's own
+# limit and quota (CONTRACT.md section 21: an allowed answer carries the quota's).
+CLIENTS = {"ratelimit", "ratelimit-policy", "quota-remaining", "quota-reset"}
 
 
 @dataclass
@@ -99,14 +105,17 @@ def key_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
 
 class Recorder(BaseHTTPRequestHandler):
     """Records the headers and body of every request; answers 200 (the upstream) or 204
-    (a check)."""
+    (a check), with the headers `sent`."""
 
     status = 200
+    sent: tuple[tuple[str, str], ...] = ()
 
     def answer(self) -> None:
         self.server.received.append(self.headers.items())
         self.server.bodies.append(self.rfile.read(int(self.headers["Content-Length"] or 0)))
         self.send_response(self.status)
+        for name, value in self.sent:
+            self.send_header(name, value)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -120,6 +129,22 @@ class SilentCheck(Recorder):
     """A check that lets every request through and names nothing."""
 
     status = 204
+
+
+class IdentityCheck(Recorder):
+    """A check that lets every request through as a key of an identity, answering as the
+    service does for one (CONTRACT.md section 23): X-Api-Key-Identity is the holder's
+    external_id, `customer 42/\u03a9%` here, percent-encoded as the organization's name is."""
+
+    status = 204
+    sent = (
+        ("X-Api-Key-Id", "ak_0123456789ab"),
+        ("X-Api-Key-Kind", "custom"),
+        ("X-Api-Key-Scopes", "monitor:read"),
+        ("X-Api-Key-Organization", "default"),
+        ("X-Api-Key-Metadata", "{}"),
+        ("X-Api-Key-Identity", "customer 42/%CE%A9%25"),
+    )
 
 
 def serve(handler: type[Recorder]) -> Iterator[ThreadingHTTPServer]:
@@ -151,6 +176,11 @@ def silent_check() -> Iterator[ThreadingHTTPServer]:
     yield from serve(SilentCheck)
 
 
+@pytest.fixture
+def identity_check() -> Iterator[ThreadingHTTPServer]:
+    yield from serve(IdentityCheck)
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[Server]:
     """The service behind the module's gateways."""
@@ -161,11 +191,11 @@ def service(tmp_path_factory) -> Iterator[Server]:
 
 
 def nginx_config(port: int, api_keys: int, monitors: int, folder: Path) -> str:
-    """nginx.conf with its three addresses and its access log's path replaced."""
+    """nginx.conf with its three addresses and its logs' paths replaced."""
     config = (EXAMPLES / "nginx.conf").read_text()
     replaced = [f"127.0.0.1:{new_port}" for new_port in (port, api_keys, monitors)]
-    replaced.append(str(folder / "access.log"))
-    for written, new in zip((*NGINX_ADDRESSES, NGINX_ACCESS_LOG), replaced, strict=True):
+    replaced += [str(folder / Path(path).name) for path in NGINX_LOGS]
+    for written, new in zip((*NGINX_ADDRESSES, *NGINX_LOGS), replaced, strict=True):
         assert config.count(written) == 1, written
         config = config.replace(written, new)
     return config
@@ -312,8 +342,9 @@ def through(
     body: bytes | None = None,
     source: str = "127.0.0.1",
     scheme: str = "Bearer",
+    target: str = "/monitors/7",
 ) -> Answer:
-    """A GET (a POST with `body`) of /monitors/7 from a client of the gateway at `port`
+    """A GET (a POST with `body`) of `target` from a client of the gateway at `port`
     connected from the address `source` (any of 127.0.0.0/8), with `key` as a Bearer token
     (`scheme` "Basic": the user name, as `curl -u KEY:` sends it), sending `headers` as they
     are (duplicates and any spelling)."""
@@ -321,7 +352,7 @@ def through(
         "127.0.0.1", port, timeout=10, source_address=(source, 0)
     )
     try:
-        connection.putrequest("GET" if body is None else "POST", "/monitors/7")
+        connection.putrequest("GET" if body is None else "POST", target)
         if key is not None:
             connection.putheader("Authorization", authorization(key, scheme))
         for name, value in headers:
@@ -400,28 +431,70 @@ def test_metadata_at_its_bound_reaches_the_upstream_as_the_check_sends_it(
     assert json.loads(sent) == metadata and len(sent) == METADATA_BYTES
 
 
-def test_the_access_log_has_each_request_and_no_key(start_gateway, service, upstream):
-    """Through the gateway a key is sent as Basic user name (`curl -u KEY:`) and as Bearer,
-    a wrong key and none: a line for each, none holding the key in any form (the fixture
-    reads every log again once the gateway has stopped)."""
+def placed(key: str, other: str) -> dict:
+    """What `through` sends to hold `key` wherever a client may put it beside Authorization:
+    the path, the query (as it is and %-escaped), User-Agent and Referer, with `other` as a
+    second key-shaped value in the query and the User-Agent."""
+    return {
+        "target": f"/monitors/{key}/status?key={key}&escaped={escaped(key)}&other={other}",
+        "headers": [
+            ("User-Agent", f"monitor-client/2.1 ({key}; {other})"),
+            ("Referer", f"https://status.example/{escaped(key)}?key={key}"),
+        ],
+    }
+
+
+def logged(gateways: Gateways, port: int, requests: int) -> str:
+    """The logs of the gateway at `port` once they name `requests` requests: a line is
+    written once its answer has gone."""
+    deadline = time.monotonic() + 5
+    while (log := gateways.logs(port)).count("/monitors/") < requests:
+        assert time.monotonic() < deadline, log
+        time.sleep(0.05)
+    return log
+
+
+def test_the_logs_have_each_request_and_no_key_wherever_the_client_put_it(
+    start_gateway, service, upstream
+):
+    """A key is sent as Basic user name (`curl -u KEY:`) and as Bearer, a wrong key and
+    none, each also in the path, the query, User-Agent and Referer, as is a key past its
+    rate_limit (a 429, of which nginx's `error` level would write the request line and
+    Referer) and a key to a gateway whose service does not answer (a 502, of which Caddy
+    writes an error with the request). A line for each request names the key by its
+    identifier; no log holds a key in any form (the fixture reads every log again once the
+    gateways have stopped)."""
     port = start_gateway(service.port, upstream.server_address[1])
     key = new_key(service)
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
+    once = new_key(service, rate_limit={"requests": 1, "seconds": 60})
     statuses = [
         through(port, key, scheme="Basic").status,
         through(port, key).status,
         through(port, wrong, scheme="Basic").status,
         through(port, None).status,
+        through(port, key, scheme="Basic", **placed(key, wrong)).status,
+        through(port, key, **placed(wrong, key)).status,
+        through(port, None, **placed(key, once)).status,
+        through(port, key, target=f"/monitors/{escaped(key)}/status").status,
+        through(port, once, **placed(once, key)).status,
+        through(port, once, **placed(once, key)).status,
     ]
-    assert statuses == [200, 200, 401, 401]
-    deadline = time.monotonic() + 5  # a line is written once its answer has gone
-    while (log := start_gateway.logs(port)).count("/monitors/7") < len(statuses):
-        assert time.monotonic() < deadline, log
-        time.sleep(0.05)
-    assert log.count("/monitors/7") == len(statuses), log
+    assert statuses == [200, 200, 401, 401, 200, 200, 401, 200, 200, 429]
+    log = logged(start_gateway, port, len(statuses))
+    assert log.count("/monitors/") == len(statuses), log  # nginx's error log is quiet
+    for sent in (key, once):  # in the path, as the service lists it
+        assert f"/monitors/{keyformat.identifier_of(sent)}.../status" in log, log
+
+    with socket.socket() as closed:  # a service that does not answer
+        closed.bind(("127.0.0.1", 0))
+        unanswered = start_gateway(closed.getsockname()[1], upstream.server_address[1])
+        assert through(unanswered, key, **placed(key, wrong)).status == 502
+    log += logged(start_gateway, unanswered, 1)
+
     assert credentials_in(log) == [], log
-    assert leaked(log, [key, wrong]) == set()
-    for sent in (key, wrong):
+    assert leaked(log, [key, wrong, once]) == set()
+    for sent in (key, wrong, once):
         assert authorization(sent, "Basic").split()[1] not in log
 
 
@@ -459,37 +532,67 @@ def test_a_key_past_its_checks_gets_the_services_429_and_a_deleted_key_401(
     assert_passed_on(through(gateway, doomed), direct(service, doomed))
 
 
-# Whether the gateway's client gets the check's RateLimit headers on a request it lets
-# through (docs/gateways.md says why Caddy cannot); its refusals carry them either way.
-PASSES_RATELIMIT = {"nginx": True, "caddy": False}
 # The checks a refused request spends of its key's own rate_limit (nginx asks twice).
 CHECKS_PER_REFUSAL = {"nginx": 2, "caddy": 1}
 
 
 def test_a_key_past_its_own_rate_limit_gets_the_services_429_with_its_ratelimit_headers(
-    gateway_name, gateway, service, upstream
+    gateway, service, upstream
 ):
     """Exactly `requests` pass in the window however often nginx asks on a refusal; the
-    client reads the key's RateLimit headers on each answer the gateway can pass them on."""
+    client reads the key's RateLimit headers on each answer, let through or refused."""
     limited = new_key(service, rate_limit={"requests": 2, "seconds": 60})
     answers = [through(gateway, limited) for _ in range(4)]
     assert [answer.status for answer in answers] == [200, 200, 429, 429]
     assert len(upstream.received) == 2
     for answer, remaining in zip(answers[:2], (1, 0), strict=True):
-        if PASSES_RATELIMIT[gateway_name]:
-            assert answer.header("RateLimit-Policy") == ['"key";q=2;w=60']
-            [state] = answer.header("RateLimit")
-            assert re.fullmatch(rf'"key";r={remaining};t=\d+', state), state
-        else:
-            assert answer.header("RateLimit") == answer.header("RateLimit-Policy") == []
+        assert answer.header("RateLimit-Policy") == ['"key";q=2;w=60']
+        [state] = answer.header("RateLimit")
+        assert re.fullmatch(rf'"key";r={remaining};t=\d+', state), state
+        assert answer.header("Quota-Remaining") == answer.header("Quota-Reset") == []
     refused = answers[-1]
     assert json.loads(refused.body)["code"] == "rate_limited"
     assert int(refused.header("Retry-After")[0]) >= 1
     assert refused.header("RateLimit-Policy") == ['"key";q=2;w=60']
     assert re.fullmatch(r'"key";r=0;t=\d+', refused.header("RateLimit")[0])
     assert_passed_on(refused, direct(service, limited))
-    for received in upstream.received:  # the upstream reads no RateLimit header of the check's
-        assert not {name.lower() for name, _ in received} & {"ratelimit", "ratelimit-policy"}
+    for received in upstream.received:  # the upstream reads none of the check's CLIENTS
+        assert not {name.lower() for name, _ in received} & CLIENTS
+
+
+def test_a_key_with_a_quota_tells_the_client_what_is_left_and_the_upstream_nothing(
+    gateway, service, upstream
+):
+    """Each answer the gateway lets through carries the check's Quota-Remaining and
+    Quota-Reset, once each; past the quota the client gets the service's 429 as it is; a
+    lifetime quota has no Quota-Reset, and no empty one. The upstream reads none of them."""
+    daily = new_key(service, quota={"requests": 5, "period": "day"})
+    assert CHECKS >= 5  # every use below is checked within the key's RATELIMIT_INTROSPECT
+    allowed = [through(gateway, daily) for _ in range(5)]
+    assert [answer.status for answer in allowed] == [200] * 5
+    remaining = [answer.header("Quota-Remaining") for answer in allowed]
+    assert remaining == [[str(left)] for left in (4, 3, 2, 1, 0)]
+    for answer in allowed:
+        [reset] = answer.header("Quota-Reset")
+        assert 1 <= int(reset) <= 24 * 60 * 60  # until the next 00:00 UTC
+        assert answer.header("RateLimit") == answer.header("RateLimit-Policy") == []
+
+    once = new_key(service, quota={"requests": 1, "period": "day"})
+    assert through(gateway, once).header("Quota-Remaining") == ["0"]
+    refused = through(gateway, once)
+    assert json.loads(refused.body)["code"] == "quota_exceeded"
+    assert refused.header("Quota-Remaining") == ["0"]
+    assert int(refused.header("Quota-Reset")[0]) >= 1
+    assert_passed_on(refused, direct(service, once))
+
+    lifetime = new_key(service, quota={"requests": 3, "period": "lifetime"})
+    forever = through(gateway, lifetime)
+    assert (forever.status, forever.header("Quota-Remaining")) == (200, ["2"])
+    assert forever.header("Quota-Reset") == []  # not even empty
+
+    assert len(upstream.received) == 5 + 1 + 1
+    for received in upstream.received:
+        assert not {name.lower() for name, _ in received} & CLIENTS
 
 
 def test_a_refusal_for_the_scopes_spends_what_the_gateway_asks_of_the_keys_own_limit(
@@ -511,7 +614,7 @@ def test_a_key_with_allowed_ips_passes_from_its_address_and_gets_403_from_anothe
     placed = new_key(service, allowed_ips=["127.0.0.1/32"])
     passed = through(gateway, placed, source="127.0.0.1")
     assert passed.status == 200
-    assert passed.header("RateLimit") == passed.header("RateLimit-Policy") == []  # no limit
+    assert not {name.lower() for name, _ in passed.headers} & CLIENTS  # no limit, no quota
     elsewhere = through(gateway, placed, [("X-Forwarded-For", "127.0.0.1")], source="127.0.0.2")
     assert elsewhere.status == 403
     assert json.loads(elsewhere.body)["code"] == "ip_not_allowed"
@@ -535,6 +638,20 @@ def test_a_check_that_names_nothing_lets_no_header_of_the_client_through(
     # nginx sends none; Caddy 2.6 sends its placeholder's own text, newer Caddy none.
     for name, value in key_headers(received).items():
         assert value == "{http.reverse_proxy.header." + name.title() + "}", name
+    # The upstream may take any X-Api-Key-Identity for a holder: not even Caddy's text.
+    assert "x-api-key-identity" not in key_headers(received)
+
+
+def test_a_key_of_an_identity_reaches_the_upstream_with_its_holders_external_id(
+    start_gateway, identity_check, upstream
+):
+    """The check's X-Api-Key-Identity reaches the upstream as the check sent it, in place of
+    the client's, beside the five other headers."""
+    port = start_gateway(identity_check.server_address[1], upstream.server_address[1])
+    assert through(port, "ak_anything", FORGED).status == 200
+    [received] = upstream.received
+    assert key_headers(received) == {name.lower(): value for name, value in IdentityCheck.sent}
+    assert "authorization" not in {name.lower() for name, _ in received}
 
 
 def test_the_docs_show_each_configuration_as_the_suite_runs_it():
