@@ -15,7 +15,7 @@ from app.domain.keyformat import identifier_of
 from app.domain.timestamps import iso, utcnow
 from app.webhooks import sender
 from tests import webhooks
-from tests.webhooks import deliveries, make_endpoint, payloads, verified
+from tests.webhooks import deliveries, failing_then, make_endpoint, new_key, payloads, verified
 
 receiver, clock = webhooks.receiver, webhooks.clock  # fixtures
 
@@ -37,25 +37,6 @@ def app_config() -> dict:
 
 def send(app) -> int:
     return sender.of(app).tick()
-
-
-def new_key(client, org, name: str = "a", **body) -> dict:
-    response = client.post(
-        "/api/keys", json={"name": name, "kind": "telemetry", **body}, auth=(org.sdk, "")
-    )
-    assert response.status_code == 201, response.json
-    return response.json
-
-
-def failing_then(receiver, failures: int, status: int = 500) -> None:
-    """The receiver answers `status` `failures` times, then 204."""
-    count = [0]
-
-    def answer(request):
-        count[0] += 1
-        return (status, {}) if count[0] <= failures else (204, {})
-
-    receiver.answer = answer
 
 
 def test_the_default_retries_last_more_than_a_day_on_growing_delays():
