@@ -20,7 +20,8 @@ whose tries have failed without a success for 3 days is disabled, and the audit 
 so (`webhook.disabled`).
 
 Each scan announces what is due (app/webhooks/announcements.py): expiries and quotas used
-up, each once, whichever worker finds it.
+up, each once, whichever worker finds it. Once an hour a sender removes what is older than
+WEBHOOK_RETENTION_DAYS (app/webhooks/retention.py).
 
 The thread starts with a worker (gunicorn's post_worker_init) or its first request, never in
 gunicorn's master; it holds its sender weakly and ends with its application or stop().
@@ -38,7 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import audit
@@ -46,13 +47,8 @@ from app.audit import outbox as webhook_outbox
 from app.audit.outbox import DELIVERED, FAILED, PENDING
 from app.domain import timestamps
 from app.extensions import db
-from app.storage.models import (
-    KeyAnnouncement,
-    WebhookDelivery,
-    WebhookEndpoint,
-    WebhookEvent,
-)
-from app.webhooks import announcements, signatures, targets
+from app.storage.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.webhooks import announcements, retention, signatures, targets
 
 EXTENSION = "webhook_sender"
 log = logging.getLogger(__name__)
@@ -66,7 +62,6 @@ PRUNE_SECONDS = 3600
 USER_AGENT = "api-keys-service-webhooks"
 
 _DELIVERIES = WebhookDelivery.__table__
-_ANNOUNCEMENTS = KeyAnnouncement.__table__
 _ENDPOINTS = WebhookEndpoint.__table__
 _EVENTS = WebhookEvent.__table__
 
@@ -305,26 +300,9 @@ class Sender:
             db.session.commit()
 
     def prune(self) -> int:
-        """Remove what is older than WEBHOOK_RETENTION_DAYS: finished deliveries, the events
-        none is left for, and the announcements of expiries too old to be announced again;
-        how many deliveries. A pending delivery stays, whatever its age."""
-        with self.app.app_context():
-            now = timestamps.utcnow()
-            cutoff = now - self.retention
-            removed = db.session.execute(
-                delete(_DELIVERIES).where(
-                    _DELIVERIES.c.status != PENDING, _DELIVERIES.c.created < cutoff
-                )
-            ).rowcount
-            left = select(_DELIVERIES.c.id).where(_DELIVERIES.c.event_id == _EVENTS.c.id)
-            db.session.execute(delete(_EVENTS).where(_EVENTS.c.created < cutoff, ~left.exists()))
-            db.session.execute(
-                delete(_ANNOUNCEMENTS).where(
-                    _ANNOUNCEMENTS.c.expires_at < now - 2 * announcements.LOOKBACK
-                )
-            )
-            db.session.commit()
-            return removed
+        """Remove what is older than WEBHOOK_RETENTION_DAYS (retention.py); how many
+        deliveries."""
+        return retention.prune(self.app, self.retention)
 
     def announce_expiries(self) -> int:
         """Each expiry notice reached and not yet announced (announcements.py); how many."""
