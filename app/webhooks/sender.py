@@ -243,6 +243,8 @@ class Sender:
             status = targets.post(target, body, headers)
         except targets.UnsafeTarget as refused:
             error = f"target refused: {refused}"[:200]
+        except targets.NoAnswerInTime as slow:
+            error = f"timed out: {slow}"
         except OSError as failure:
             error = f"no answer: {failure}"[:200] if str(failure) else "no answer"
         if status is not None and not 200 <= status < 300:

@@ -26,6 +26,11 @@ class UnsafeTarget(ValueError):
     """A URL a webhook may not be sent to; its message says why, for the person who gave it."""
 
 
+class NoAnswerInTime(TimeoutError):
+    """A try cut at its deadline (or whose socket timed out): the receiver was too slow, not
+    gone."""
+
+
 @dataclass(frozen=True)
 class Target:
     """A checked URL: where to connect (`address`, a checked IP) and what to ask for."""
@@ -112,9 +117,11 @@ class _PinnedTLS(_Pinned):
         self.sock = context.wrap_socket(self.sock, server_hostname=self.target.host)
 
 
-def _cut(connection: http.client.HTTPConnection) -> None:
+def _cut(connection: http.client.HTTPConnection, deadline: threading.Event) -> None:
     """End a try at its deadline: a shutdown wakes a read blocked in another thread (a
-    close would not)."""
+    close would not); `deadline` says the try ended so, whatever error the read then
+    raises (to http.client, the peer closed the connection)."""
+    deadline.set()
     sock = connection.sock
     if sock is not None:
         with contextlib.suppress(OSError):  # already closed by its peer
@@ -124,19 +131,22 @@ def _cut(connection: http.client.HTTPConnection) -> None:
 def post(target: Target, body: bytes, headers: dict[str, str], timeout: float = TIMEOUT) -> int:
     """POST `body` to the checked target; its status code. The body of the answer is not
     read (nothing in it matters), and the connection is cut `timeout` seconds after it
-    began, however slowly the peer sends. OSError (http.client's errors included) when
-    there is no answer."""
+    began, however slowly the peer sends. NoAnswerInTime when it was cut so, or timed
+    out; OSError (http.client's errors included) when there is no answer otherwise."""
     connection = (_PinnedTLS if target.scheme == "https" else _Pinned)(target, timeout)
-    timer = threading.Timer(timeout, _cut, (connection,))
+    deadline = threading.Event()
+    timer = threading.Timer(timeout, _cut, (connection, deadline))
     timer.daemon = True
     timer.start()
     try:
         connection.request("POST", target.path, body=body, headers=headers)
         return connection.getresponse().status
-    except OSError:  # refused, reset, timed out, a certificate that does not verify
-        raise
-    except (http.client.HTTPException, AttributeError, ValueError) as error:
-        # Not HTTP, or a connection cut by the deadline mid-read: http.client's errors.
+    except (OSError, http.client.HTTPException, AttributeError, ValueError) as error:
+        if deadline.is_set() or isinstance(error, TimeoutError):
+            raise NoAnswerInTime(f"no answer within {timeout:g} s") from None
+        if isinstance(error, OSError):  # refused, reset, a certificate that does not verify
+            raise
+        # Not HTTP: http.client's errors.
         raise OSError(type(error).__name__) from None
     finally:
         timer.cancel()
