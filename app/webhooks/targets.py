@@ -42,14 +42,69 @@ class Target:
     address: str
 
 
+def _networks(*ranges: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(network) for network in ranges)
+
+
+# Where no webhook receiver lives, named rather than asked of ipaddress (whose is_global
+# differs from Python 3.11 to 3.13): IANA's special-purpose addresses that are not globally
+# reachable, and the rest of what is no unicast host of the internet.
+_NOT_PUBLIC_IPV4 = _networks(
+    "0.0.0.0/8",  # this network
+    "10.0.0.0/8",  # private
+    "100.64.0.0/10",  # shared (carrier-grade NAT)
+    "127.0.0.0/8",  # loopback
+    "169.254.0.0/16",  # link-local, where clouds serve their metadata (169.254.169.254)
+    "172.16.0.0/12",  # private
+    "192.0.0.0/24",  # IETF protocol assignments
+    "192.0.2.0/24",  # documentation
+    "192.88.99.0/24",  # 6to4 relays (deprecated)
+    "192.168.0.0/16",  # private
+    "198.18.0.0/15",  # benchmarking
+    "198.51.100.0/24",  # documentation
+    "203.0.113.0/24",  # documentation
+    "224.0.0.0/4",  # multicast
+    "240.0.0.0/4",  # reserved, and the broadcast address
+)
+# IPv6's global unicast: outside it are loopback, unspecified, unique local, link-local,
+# site-local (fec0::/10), multicast, discard-only (100::/64), segment routing (5f00::/16)
+# and the local-use NAT64 prefix (64:ff9b:1::/48), whatever IPv4 address it carries.
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+_NOT_PUBLIC_IPV6 = _networks(
+    "2001::/23",  # IETF protocol assignments: Teredo, benchmarking, ORCHID...
+    "2001:db8::/32",  # documentation
+    "3fff::/20",  # documentation
+)
+# The IPv6 forms that carry an IPv4 address in their last 32 bits: IPv4-mapped,
+# IPv4-compatible (deprecated), IPv4-translated, and NAT64's well-known prefix.
+_CARRYING = _networks("::ffff:0:0/96", "::/96", "::ffff:0:0:0/96", "64:ff9b::/96")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")  # the IPv4 address in bits 16 to 47
+
+
+def carried(address: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (see _CARRYING, and 6to4), if any."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv4Address):
+        return None
+    if int(ip) <= 1:  # the unspecified and loopback addresses (::, ::1) carry none
+        return None
+    if any(ip in network for network in _CARRYING):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour if ip in _SIX_TO_FOUR else None
+
+
 def is_public(address: str) -> bool:
     """Whether an IP address belongs to the public internet: not loopback, private,
-    link-local, shared, reserved, multicast or unspecified; an IPv4-mapped IPv6 address
-    is judged as the IPv4 address it carries."""
+    link-local, shared, reserved, documentation, multicast or unspecified (the tables
+    above). An IPv6 address that carries an IPv4 one (IPv4-mapped, -compatible or
+    -translated, NAT64, 6to4) is judged as the IPv4 address it carries."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = carried(address)
+        if inner is None:
+            return ip in _GLOBAL_UNICAST and not any(ip in n for n in _NOT_PUBLIC_IPV6)
+        ip = inner
+    return not any(ip in network for network in _NOT_PUBLIC_IPV4)
 
 
 def parse(url: str, allow_private: bool = False) -> tuple[str, str, int, str]:
@@ -91,8 +146,11 @@ def check(url: str, allow_private: bool = False) -> Target:
     if not allow_private:
         for address in addresses:
             if not is_public(address):
+                inner = carried(address)
+                carrying = "" if inner is None else f" (it carries {inner})"
                 raise UnsafeTarget(
-                    f"The host {host} resolves to {address}, which is not a public address."
+                    f"The host {host} resolves to {address}{carrying}, which is not a public "
+                    "address."
                 )
     return Target(scheme, host, port, path, addresses[0])
 
