@@ -4,22 +4,33 @@ every try (a name's addresses may change), and the try sent to the address that 
 checked, so that a second resolution cannot swap in another. Redirects are never followed
 (http.client follows none), and a try ends 5 s after it began, whatever the peer does.
 WEBHOOK_ALLOW_PRIVATE=true lifts the address rule and allows `http`: for development and
-tests, whose receivers listen on this machine."""
+tests, whose receivers listen on this machine.
+
+A path or query with non-ASCII characters is percent-encoded (UTF-8), as browsers send it:
+the URL is stored and requested so. A URL that could never be requested (a lone surrogate,
+port 0) is refused."""
 
 from __future__ import annotations
 
 import contextlib
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 import threading
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 TIMEOUT = 5.0
 MAX_URL_LENGTH = 2048
 DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+# The scheme and authority of a URL, and what follows them (path, query, fragment).
+_AUTHORITY = re.compile(r"([^:/?#]*://[^/?#]*)(.*)", re.DOTALL)
 
 
 class UnsafeTarget(ValueError):
@@ -107,13 +118,32 @@ def is_public(address: str) -> bool:
     return not any(ip in network for network in _NOT_PUBLIC_IPV4)
 
 
+def normalized(url: str) -> str:
+    """The URL with each non-ASCII character after its host percent-encoded (UTF-8), as
+    browsers send it; its host as given (resolved by its IDNA name). No lone surrogate
+    (parse refuses them)."""
+    found = _AUTHORITY.fullmatch(url)
+    if found is None:
+        return url
+    head, rest = found.groups()
+    return head + _NON_ASCII.sub(lambda text: quote(text.group(), safe=""), rest)
+
+
 def parse(url: str, allow_private: bool = False) -> tuple[str, str, int, str]:
-    """The scheme, host, port and path (with its query) of a URL a webhook may go to, before
-    any resolution: UnsafeTarget when it is not one."""
+    """The scheme, host, port and path (with its query, percent-encoded) of a URL a webhook
+    may go to, before any resolution: UnsafeTarget when it is not one."""
     if len(url) > MAX_URL_LENGTH:
         raise UnsafeTarget(f"Must be at most {MAX_URL_LENGTH} characters.")
     if any(ord(character) <= 32 or ord(character) == 127 for character in url):
         raise UnsafeTarget("Must not contain white space or control characters.")
+    if _SURROGATE.search(url):
+        raise UnsafeTarget("Must be text: a lone surrogate (\\ud800 to \\udfff) is not.")
+    url = normalized(url)
+    if len(url) > MAX_URL_LENGTH:
+        raise UnsafeTarget(
+            f"Must be at most {MAX_URL_LENGTH} characters, its non-ASCII characters "
+            "percent-encoded (3 to 12 characters each)."
+        )
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -128,6 +158,8 @@ def parse(url: str, allow_private: bool = False) -> tuple[str, str, int, str]:
         raise UnsafeTarget("Must not carry a user name or password.")
     if parts.fragment:
         raise UnsafeTarget("Must not carry a fragment (#...).")
+    if port == 0:
+        raise UnsafeTarget("The port must be from 1 to 65535: nothing listens on port 0.")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme], path
 
