@@ -1,12 +1,16 @@
 """What a webhook URL may be (CONTRACT.md section 22), through POST and PUT /api/webhooks:
 one that could never be delivered (a lone surrogate, port 0) is refused with a 422 naming
 `url`, never a 500; a path or query with non-ASCII characters is percent-encoded, as
-browsers send it, and delivered."""
+browsers send it, and delivered; a refusal that WEBHOOK_ALLOW_PRIVATE would lift names
+the setting, and the service warns at start while it is on."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from app import create_app
 from app.webhooks import sender
 from tests import webhooks
 from tests.webhooks import deliveries, make_endpoint, new_key
@@ -70,3 +74,52 @@ def test_a_non_ascii_path_is_percent_encoded_and_delivered(app, client, org, rec
         f"/api/webhooks/{endpoint['id']}", json={"url": receiver.url + "/ü"}, auth=(org.sdk, "")
     )
     assert changed.json["url"] == receiver.url + "/%C3%BC"
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://93.184.216.34/hook", ["https", "WEBHOOK_ALLOW_PRIVATE=true"]),
+        ("https://127.0.0.1/hook", ["not a public address", "WEBHOOK_ALLOW_PRIVATE=true"]),
+        ("https://[::ffff:10.0.0.1]/hook", ["carries 10.0.0.1", "WEBHOOK_ALLOW_PRIVATE=true"]),
+    ],
+)
+def test_a_refusal_the_setting_would_lift_names_it(make_app, database_url, org, url, words):
+    client = make_app(SQLALCHEMY_DATABASE_URI=database_url).test_client()
+    response = client.post(
+        "/api/webhooks", json={"url": url, "events": ["key.created"]}, auth=(org.sdk, "")
+    )
+    refused(response, *words)
+
+
+def test_a_refusal_the_setting_would_not_lift_does_not_name_it(make_app, database_url, org):
+    client = make_app(SQLALCHEMY_DATABASE_URI=database_url).test_client()
+    response = client.post(
+        "/api/webhooks",
+        json={"url": "ftp://93.184.216.34/hook", "events": ["key.created"]},
+        auth=(org.sdk, ""),
+    )
+    assert "WEBHOOK_ALLOW_PRIVATE" not in refused(response, "https")
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_the_service_warns_at_start_while_private_targets_are_allowed(
+    database_url, caplog, allowed
+):
+    with caplog.at_level(logging.WARNING):
+        made = create_app(
+            {
+                "TESTING": True,
+                "SQLALCHEMY_DATABASE_URI": database_url,
+                "WEBHOOK_ALLOW_PRIVATE": allowed,
+                "WEBHOOK_SENDER_ENABLED": False,
+            }
+        )
+    warned = [r for r in caplog.records if "WEBHOOK_ALLOW_PRIVATE" in r.getMessage()]
+    if allowed:
+        (warning,) = warned
+        assert warning.levelno == logging.WARNING
+        assert "production" in warning.getMessage()
+    else:
+        assert warned == []
+    sender.of(made).stop()

@@ -63,11 +63,13 @@ def _not_found() -> ApiError:
 
 
 def _checked_url(url: str) -> str:
-    """The URL, if a webhook may go there now (targets.check): 422 naming `url` otherwise."""
+    """The URL, if a webhook may go there now (targets.check): 422 naming `url` otherwise,
+    and WEBHOOK_ALLOW_PRIVATE when that setting would allow it."""
     try:
         targets.check(url, current_app.config["WEBHOOK_ALLOW_PRIVATE"])
     except targets.UnsafeTarget as error:
-        raise invalid({"url": [str(error)]}) from None
+        said = f"{error} {targets.ALLOW_PRIVATE_HINT}" if error.private else str(error)
+        raise invalid({"url": [said]}) from None
     return url
 
 

@@ -4,7 +4,7 @@ every try (a name's addresses may change), and the try sent to the address that 
 checked, so that a second resolution cannot swap in another. Redirects are never followed
 (http.client follows none), and a try ends 5 s after it began, whatever the peer does.
 WEBHOOK_ALLOW_PRIVATE=true lifts the address rule and allows `http`: for development and
-tests, whose receivers listen on this machine.
+tests, whose receivers listen on this machine; a refusal it would lift names it.
 
 A path or query with non-ASCII characters is percent-encoded (UTF-8), as browsers send it:
 the URL is stored and requested so. A URL that could never be requested (a lone surrogate,
@@ -27,6 +27,16 @@ MAX_URL_LENGTH = 2048
 DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
+# Said of a refusal that WEBHOOK_ALLOW_PRIVATE=true would lift.
+ALLOW_PRIVATE_HINT = (
+    "For development and tests, the service may be started with WEBHOOK_ALLOW_PRIVATE=true "
+    "(never in production)."
+)
+ALLOW_PRIVATE_WARNING = (
+    "WEBHOOK_ALLOW_PRIVATE is true: webhooks may go to http URLs and to private, loopback and "
+    "link-local addresses, so any sdk_integration key can make the service call the hosts of "
+    "its own network. For development and tests only, never in production."
+)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_ASCII = re.compile("[^\x00-\x7f]+")
 # The scheme and authority of a URL, and what follows them (path, query, fragment).
@@ -34,7 +44,12 @@ _AUTHORITY = re.compile(r"([^:/?#]*://[^/?#]*)(.*)", re.DOTALL)
 
 
 class UnsafeTarget(ValueError):
-    """A URL a webhook may not be sent to; its message says why, for the person who gave it."""
+    """A URL a webhook may not be sent to; its message says why, for the person who gave it.
+    `private`: WEBHOOK_ALLOW_PRIVATE=true would allow it."""
+
+    def __init__(self, message: str, private: bool = False) -> None:
+        super().__init__(message)
+        self.private = private
 
 
 class NoAnswerInTime(TimeoutError):
@@ -149,8 +164,9 @@ def parse(url: str, allow_private: bool = False) -> tuple[str, str, int, str]:
         port = parts.port
     except ValueError:
         raise UnsafeTarget("Not a valid URL.") from None
-    schemes = ("https", "http") if allow_private else ("https",)
-    if parts.scheme not in schemes:
+    if parts.scheme == "http" and not allow_private:
+        raise UnsafeTarget("Must be an https URL.", private=True)
+    if parts.scheme not in ("https", "http"):
         raise UnsafeTarget("Must be an https URL.")
     if not parts.hostname:
         raise UnsafeTarget("Must name a host.")
@@ -182,7 +198,8 @@ def check(url: str, allow_private: bool = False) -> Target:
                 carrying = "" if inner is None else f" (it carries {inner})"
                 raise UnsafeTarget(
                     f"The host {host} resolves to {address}{carrying}, which is not a public "
-                    "address."
+                    "address.",
+                    private=True,
                 )
     return Target(scheme, host, port, path, addresses[0])
 
