@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from app.domain import keyformat
+from app.webhooks.targets import TIMEOUT as WEBHOOK_TRY_SECONDS
 
 DEFAULTS: dict[str, Any] = {
     # SQLite in the instance folder: nothing to install or start.
@@ -88,6 +89,14 @@ def _positive_number(value: str) -> float:
     if not number > 0 or number == float("inf"):
         raise ValueError("must be a number of seconds over 0")
     return number
+
+
+def _lease(value: str) -> float:
+    """A claim of a webhook try, which must outlast the try (else another sender takes it)."""
+    seconds = _positive_number(value)
+    if seconds <= WEBHOOK_TRY_SECONDS:
+        raise ValueError(f"must be more than {WEBHOOK_TRY_SECONDS:g} seconds, a try's longest")
+    return seconds
 
 
 def _positive_int(value: str) -> int:
@@ -187,9 +196,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "WEBHOOK_SCAN_SECONDS": ("WEBHOOK_SCAN_SECONDS", _positive_number),
     # Seconds between a delivery's tries, comma-separated, growing: shorter for tests.
     "WEBHOOK_RETRY_DELAYS": ("WEBHOOK_RETRY_DELAYS", _delays),
-    # Seconds a worker's claim of a try lasts (past the 5 s timeout): a worker killed
-    # mid-delivery has its try taken over after this.
-    "WEBHOOK_LEASE_SECONDS": ("WEBHOOK_LEASE_SECONDS", _positive_number),
+    # Seconds a worker's claim of a try lasts, more than the try's 5 s timeout: a worker
+    # killed mid-delivery has its try taken over after this.
+    "WEBHOOK_LEASE_SECONDS": ("WEBHOOK_LEASE_SECONDS", _lease),
     # Days a finished delivery (delivered or failed) and its event are kept, for
     # GET /api/webhooks/<id>/deliveries; older ones are removed, at most once an hour.
     "WEBHOOK_RETENTION_DAYS": ("WEBHOOK_RETENTION_DAYS", _positive_int),

@@ -27,6 +27,7 @@ from app.usage import counter as usage_counter
 from app.usage import views as usage_views
 from app.webhooks import announcements
 from app.webhooks import sender as webhook_sender
+from app.webhooks import targets as webhook_targets
 from app.webhooks import views as webhooks
 
 
@@ -57,6 +58,8 @@ def register_proxies(app: Flask) -> None:
 
 def register_logging(app: Flask) -> None:
     logs.register(app)
+    if app.config["WEBHOOK_ALLOW_PRIVATE"]:  # for development and tests: said at each start
+        app.logger.warning(webhook_targets.ALLOW_PRIVATE_WARNING)
 
 
 def register_extensions(app: Flask) -> None:

@@ -130,6 +130,7 @@ BAD_VALUES = [
     ("WEBHOOK_RETRY_DELAYS", "5,,10"),
     ("WEBHOOK_RETRY_DELAYS", "0"),
     ("WEBHOOK_LEASE_SECONDS", "0"),
+    ("WEBHOOK_LEASE_SECONDS", "5"),  # no longer than a try: another sender could take it
     ("LAST_USED_RESOLUTION", "soon"),
     ("LAST_USED_RESOLUTION", "-1"),
     ("LAST_USED_RESOLUTION", "1.5"),

@@ -108,23 +108,130 @@ def test_each_try_checks_the_address_again(app, client, org, dns, sql):
     )
 
 
-@pytest.mark.parametrize(
-    ("address", "public"),
-    [
-        (PUBLIC, True),
-        ("2606:2800:220:1:248:1893:25c8:1946", True),
-        (f"::ffff:{PUBLIC}", True),
-        ("::ffff:127.0.0.1", False),
-        ("::ffff:192.168.0.1", False),
-        ("127.0.0.1", False),
-        ("::", False),
-        ("fe80::1%eth0", False),
-        ("ff02::1", False),
-        ("198.18.0.1", False),
-    ],
-)
+# (address, public?): each IPv4 form judged as the IPv4 address it carries, and the ranges no
+# webhook receiver lives in refused by name, whatever the Python version's ipaddress says.
+ADDRESSES = [
+    (PUBLIC, True),
+    ("2606:2800:220:1:248:1893:25c8:1946", True),
+    ("2001:4860:4860::8888", True),
+    ("127.0.0.1", False),
+    ("0.1.2.3", False),  # "this network", 0.0.0.0/8
+    ("10.0.0.1", False),
+    ("100.64.0.1", False),
+    ("169.254.169.254", False),
+    ("172.16.0.1", False),
+    ("192.168.0.1", False),
+    ("192.0.0.1", False),  # IETF protocol assignments, all of 192.0.0.0/24
+    ("192.0.0.9", False),
+    ("192.0.0.170", False),
+    ("192.0.2.1", False),  # documentation
+    ("198.51.100.1", False),
+    ("203.0.113.1", False),
+    ("192.88.99.1", False),  # 6to4 relays (deprecated)
+    ("198.18.0.1", False),  # benchmarking
+    ("224.0.0.1", False),
+    ("240.0.0.1", False),
+    ("255.255.255.255", False),
+    ("::", False),
+    ("::1", False),
+    ("fe80::1%eth0", False),
+    ("fc00::1", False),
+    ("fec0::1", False),  # site-local (deprecated)
+    ("ff02::1", False),
+    ("100::1", False),  # discard-only
+    ("2001::1", False),  # Teredo, in the IETF's 2001::/23
+    ("2001:2::1", False),  # benchmarking
+    ("2001:db8::1", False),  # documentation
+    ("3fff::1", False),
+    ("5f00::1", False),  # segment routing
+    ("4000::1", False),  # outside global unicast (2000::/3)
+    # IPv4-mapped
+    (f"::ffff:{PUBLIC}", True),
+    ("::ffff:127.0.0.1", False),
+    ("::ffff:192.168.0.1", False),
+    ("::ffff:169.254.169.254", False),
+    # IPv4-compatible (deprecated)
+    ("::127.0.0.1", False),
+    ("::169.254.169.254", False),
+    (f"::{PUBLIC}", True),
+    # IPv4-translated
+    ("::ffff:0:127.0.0.1", False),
+    ("::ffff:0:169.254.169.254", False),
+    (f"::ffff:0:{PUBLIC}", True),
+    # NAT64, well-known prefix
+    ("64:ff9b::7f00:1", False),
+    ("64:ff9b::127.0.0.1", False),
+    ("64:ff9b::a9fe:a9fe", False),
+    ("64:ff9b::a00:1", False),
+    (f"64:ff9b::{PUBLIC}", True),
+    # NAT64, local-use prefix: never public, whatever it carries
+    ("64:ff9b:1::7f00:1", False),
+    ("64:ff9b:1::a9fe:a9fe", False),
+    ("64:ff9b:1::5db8:d822", False),
+    # 6to4
+    ("2002:7f00:1::", False),
+    ("2002:a9fe:a9fe::1", False),
+    ("2002:c0a8:1::1", False),
+    ("2002:5db8:d822::1", True),
+]
+
+
+@pytest.mark.parametrize(("address", "public"), ADDRESSES)
 def test_what_counts_as_public(address, public):
     assert targets.is_public(address) is public
+
+
+def test_what_counts_as_public_does_not_depend_on_the_python_version(monkeypatch):
+    """ipaddress's verdicts (is_global, is_private...) differ from Python 3.11 to 3.13: the
+    guard asks none of them."""
+
+    def asked(self):
+        raise AssertionError("the guard asked ipaddress for its verdict")
+
+    for kind in (targets.ipaddress.IPv4Address, targets.ipaddress.IPv6Address):
+        for verdict in (
+            "is_global",
+            "is_private",
+            "is_reserved",
+            "is_loopback",
+            "is_link_local",
+            "is_multicast",
+            "is_unspecified",
+        ):
+            monkeypatch.setattr(kind, verdict, property(asked))
+    for address, public in ADDRESSES:
+        assert targets.is_public(address) is public, address
+
+
+@pytest.mark.parametrize(
+    ("host", "carried"),
+    [
+        ("[64:ff9b::7f00:1]", "127.0.0.1"),
+        ("[64:ff9b::a9fe:a9fe]", "169.254.169.254"),
+        ("[2002:7f00:1::]", "127.0.0.1"),
+        ("[2002:a9fe:a9fe::1]", "169.254.169.254"),
+        ("[::127.0.0.1]", "127.0.0.1"),
+        ("[::ffff:0:a9fe:a9fe]", "169.254.169.254"),
+        ("nat64.test", "169.254.169.254"),
+        ("[::1]", None),
+    ],
+)
+def test_an_ipv6_address_carrying_a_private_ipv4_one_is_refused_naming_it(
+    client, org, dns, host, carried
+):
+    dns["nat64.test"] = ["64:ff9b::a9fe:a9fe"]
+    response = client.post(
+        "/api/webhooks",
+        json={"url": f"https://{host}/hook", "events": ["key.created"]},
+        auth=(org.sdk, ""),
+    )
+    assert response.status_code == 422, response.json
+    (message,) = response.json["errors"]["url"]
+    if carried is None:
+        assert "carries" not in message
+    else:
+        assert f"carries {carried}" in message
+    assert client.get("/api/webhooks", auth=(org.sdk, "")).json == {"data": []}
 
 
 def test_private_targets_are_allowed_only_when_configured(make_app, database_url, org, dns):

@@ -64,3 +64,22 @@ def deliveries(client, key: str, endpoint: dict, query: str = "") -> dict:
 
 def body_of(request: Received) -> dict:
     return json.loads(request.body)
+
+
+def new_key(client, org, name: str = "a", **body) -> dict:
+    response = client.post(
+        "/api/keys", json={"name": name, "kind": "telemetry", **body}, auth=(org.sdk, "")
+    )
+    assert response.status_code == 201, response.json
+    return response.json
+
+
+def failing_then(receiver: Receiver, failures: int, status: int = 500) -> None:
+    """The receiver answers `status` `failures` times, then 204."""
+    count = [0]
+
+    def answer(request: Received) -> tuple[int, dict[str, str]]:
+        count[0] += 1
+        return (status, {}) if count[0] <= failures else (204, {})
+
+    receiver.answer = answer

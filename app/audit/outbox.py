@@ -2,8 +2,9 @@
 record(), the one writer of audit events, hands each event here inside the transaction of
 the change it reports, so that no event is sent for a change that did not commit and no
 committed change lacks its event. One event row (its body, fixed: every try signs and sends
-the same bytes) and one delivery per enabled endpoint of the organization that takes its
-type; nothing at all when none does. The senders (app/webhooks/sender.py) do the rest.
+the same bytes) and one delivery per endpoint of the organization that takes its type;
+nothing at all when none does. A disabled endpoint's deliveries are held: the senders
+(app/webhooks/sender.py) send none of them until it is enabled again.
 
 A module beside app/webhooks (as app/usage/counter.py is beside app/usage): app/audit
 imports it, and app/webhooks imports app/audit to record the endpoints' own changes.
@@ -40,9 +41,7 @@ WITH_CHANGES = frozenset({"key.updated", "key.rotated", "key.quota"})
 DELIVERY_PREFIX = "msg_"
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 
-_ENDPOINTS = select(WebhookEndpoint.id, WebhookEndpoint.events).where(
-    WebhookEndpoint.enabled.is_(True)
-)
+_ENDPOINTS = select(WebhookEndpoint.id, WebhookEndpoint.events)
 _EVENT = insert(WebhookEvent.__table__).returning(WebhookEvent.__table__.c.id)
 _DELIVERY = insert(WebhookDelivery.__table__)
 
@@ -65,9 +64,9 @@ def write(
     identity: dict[str, Any] | None = None,
 ) -> bool:
     """The event `action` on `key` (the key object as read, the output schema's dump), or on
-    `identity` (the identity object) for an identity's event, by `actor`, for every enabled
-    endpoint of the organization that takes it, in the session's transaction; whether
-    there was one."""
+    `identity` (the identity object) for an identity's event, by `actor`, for every endpoint
+    of the organization that takes it (a disabled one's held until it is enabled), in the
+    session's transaction; whether there was one."""
     subject = {"key": key} if key is not None else {"identity": identity}
     if subject == {"identity": None} or action not in EVENT_TYPES:
         return False

@@ -2,7 +2,8 @@
 first: key_announcements' primary key lets one transaction write it, with its audit event
 and deliveries.
 
-- Expiries: each key of an organization with an endpoint that takes them, whose expires_at
+- Expiries: each key of an organization with an endpoint that takes them (enabled or not: a
+  disabled endpoint's events are held for it), whose expires_at
   is within 7 days (or passed within a day), at the latest notice it has reached (7 days
   before, 1 day before, expired).
 - Quotas used up: recorded by the use that used one up (quotas_used_up, which
@@ -108,10 +109,9 @@ def init_app(app: Flask) -> None:
 
 
 def _listening(*events: str) -> set[int]:
-    """The organizations with an enabled endpoint that takes one of `events`."""
-    query = select(_ENDPOINTS.c.organization_id, _ENDPOINTS.c.events).where(
-        _ENDPOINTS.c.enabled.is_(True)
-    )
+    """The organizations with an endpoint that takes one of `events`, enabled or not (a
+    disabled one's events are held until it is enabled again)."""
+    query = select(_ENDPOINTS.c.organization_id, _ENDPOINTS.c.events)
     return {
         organization
         for organization, taken in db.session.execute(query)

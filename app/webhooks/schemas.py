@@ -27,8 +27,9 @@ UPDATABLE = frozenset({"url", "events", "description", "enabled"})
 
 
 class Url(fields.String):
-    """A webhook's URL, checked for its form here; its scheme and where it resolves by the
-    service (which knows WEBHOOK_ALLOW_PRIVATE)."""
+    """A webhook's URL, checked for its form here, and its non-ASCII characters after the
+    host percent-encoded (what is stored and requested); its scheme and where it resolves
+    by the service (which knows WEBHOOK_ALLOW_PRIVATE)."""
 
     def _deserialize(self, value, attr, data, **kwargs) -> str:
         url = super()._deserialize(value, attr, data, **kwargs)
@@ -36,7 +37,7 @@ class Url(fields.String):
             targets.parse(url, allow_private=True)
         except targets.UnsafeTarget as error:
             raise ValidationError(str(error)) from None
-        return url
+        return targets.normalized(url)
 
 
 def _events(**kwargs: Any) -> fields.List:

@@ -2,14 +2,16 @@
 looks for due tries every WEBHOOK_POLL_SECONDS (at once when its own worker has just
 written an event), and for keys whose expiry is to be announced every WEBHOOK_SCAN_SECONDS.
 
-Exactly one worker sends a try. A sender claims due deliveries with one UPDATE that sets
-its claim (a random token), a lease (WEBHOOK_LEASE_SECONDS, past the 5 s timeout) and the
-count of tries, and commits before it sends. On PostgreSQL the UPDATE takes the rows from
-a SELECT ... FOR UPDATE SKIP LOCKED: concurrent senders pass over each other's rows rather
-than wait. On SQLite the UPDATE runs in a write transaction (BEGIN IMMEDIATE, one writer
-at a time), and a row under lease is not due. The outcome is written only under the same
-claim. A worker killed mid-try leaves its lease to run out; another sender then takes the
-try over, with the same `webhook-id`: at least once, never lost.
+Exactly one worker sends a try. A sender claims one due delivery right before its try, with
+one UPDATE that sets its claim (a random token), a lease (WEBHOOK_LEASE_SECONDS, past the
+5 s timeout) and the count of tries, and commits before it sends: a lease covers one try,
+however slowly its receiver answers (and is renewed under the claim if checking the
+target's address took so long that it would end within the try). On PostgreSQL the UPDATE
+takes the row from a SELECT ... FOR UPDATE SKIP LOCKED: concurrent senders pass over each
+other's rows rather than wait. On SQLite the UPDATE runs in a write transaction (BEGIN
+IMMEDIATE, one writer at a time), and a row under lease is not due. The outcome is written
+only under the same claim. A worker killed mid-try leaves its lease to run out; another
+sender then takes the try over, with the same `webhook-id`: at least once, never lost.
 
 A try succeeds on a 2xx answer; anything else (another status, a redirect, no answer in
 5 s, a target no longer public) waits for the next try, after WEBHOOK_RETRY_DELAYS (8 tries
@@ -18,7 +20,8 @@ whose tries have failed without a success for 3 days is disabled, and the audit 
 so (`webhook.disabled`).
 
 Each scan announces what is due (app/webhooks/announcements.py): expiries, each once,
-whichever worker finds it (a quota used up is recorded by the use that used it up).
+whichever worker finds it (a quota used up is recorded by the use that used it up). Once an
+hour a sender removes what is older than WEBHOOK_RETENTION_DAYS (app/webhooks/retention.py).
 
 The thread starts with a worker (gunicorn's post_worker_init) or its first request, never in
 gunicorn's master; it holds its sender weakly and ends with its application or stop().
@@ -36,7 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import audit
@@ -44,24 +47,21 @@ from app.audit import outbox as webhook_outbox
 from app.audit.outbox import DELIVERED, FAILED, PENDING
 from app.domain import timestamps
 from app.extensions import db
-from app.storage.models import (
-    KeyAnnouncement,
-    WebhookDelivery,
-    WebhookEndpoint,
-    WebhookEvent,
-)
-from app.webhooks import announcements, signatures, targets
+from app.storage.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.webhooks import announcements, retention, signatures, targets
 
 EXTENSION = "webhook_sender"
 log = logging.getLogger(__name__)
 
 DISABLE_AFTER = timedelta(days=3)
 BATCH = 10
+# A try's longest (the timeout) and a second for writing its outcome: what a lease must
+# still cover when the request goes.
+TRY_WITH_MARGIN = timedelta(seconds=targets.TIMEOUT + 1)
 PRUNE_SECONDS = 3600
 USER_AGENT = "api-keys-service-webhooks"
 
 _DELIVERIES = WebhookDelivery.__table__
-_ANNOUNCEMENTS = KeyAnnouncement.__table__
 _ENDPOINTS = WebhookEndpoint.__table__
 _EVENTS = WebhookEvent.__table__
 
@@ -90,6 +90,7 @@ _CLAIMED = (
         _DELIVERIES.c.id,
         _DELIVERIES.c.public_id,
         _DELIVERIES.c.tries,
+        _DELIVERIES.c.lease_until,
         _EVENTS.c.payload,
         _ENDPOINTS.c.id.label("endpoint_id"),
         _ENDPOINTS.c.public_id.label("endpoint"),
@@ -171,7 +172,20 @@ class Sender:
         return sent
 
     def deliver_due(self) -> int:
-        """Claim up to BATCH due tries, send each, write each outcome; how many."""
+        """Send up to BATCH due tries, each claimed right before it is sent and its outcome
+        written; how many."""
+        sent = 0
+        while sent < BATCH and not self.stopped.is_set():
+            claimed = self.claim()
+            if claimed is None:
+                break
+            self.send(*claimed)
+            sent += 1
+        return sent
+
+    def claim(self) -> tuple[Any, str] | None:
+        """The next due delivery, claimed under a lease and its try counted; None when none
+        is due (or another sender took the one found first)."""
         token = secrets.token_hex(12)
         with self.app.app_context():
             now = timestamps.utcnow()
@@ -179,24 +193,35 @@ class Sender:
             # one writer).
             if db.session.execute(_due(now, limit=1, locked=False)).first() is None:
                 db.session.commit()
-                return 0
+                return None
             claim = (
                 update(_DELIVERIES)
-                .where(_DELIVERIES.c.id.in_(_due(now).scalar_subquery()))
+                .where(_DELIVERIES.c.id.in_(_due(now, limit=1).scalar_subquery()))
                 .values(claim=token, lease_until=now + self.lease, tries=_DELIVERIES.c.tries + 1)
                 .returning(_DELIVERIES.c.id)
             )
-            claimed = db.session.execute(claim).all()
+            claimed = db.session.execute(claim).first()
             db.session.commit()
-            if not claimed:
-                return 0
-            mine = _CLAIMED.where(_DELIVERIES.c.claim == token)
-            order = (_DELIVERIES.c.next_attempt, _DELIVERIES.c.id)
-            rows = db.session.execute(mine.order_by(*order)).all()
+            if claimed is None:
+                return None
+            row = db.session.execute(_CLAIMED.where(_DELIVERIES.c.id == claimed.id)).one()
             db.session.commit()
-            for row in rows:
-                self.send(row, token)
-        return len(rows)
+        return row, token
+
+    def held(self, row: Any, token: str) -> bool:
+        """Whether the claim covers a whole try from now: its lease renewed first if the
+        check before it took so long that the lease would end within the try; False when
+        another sender has taken the delivery over meanwhile (the try is then its)."""
+        now = timestamps.utcnow()
+        if now + TRY_WITH_MARGIN <= row.lease_until:
+            return True
+        mine = (_DELIVERIES.c.id == row.id) & (_DELIVERIES.c.claim == token)
+        with self.app.app_context():
+            renewed = db.session.execute(
+                update(_DELIVERIES).where(mine).values(lease_until=now + self.lease)
+            )
+            db.session.commit()
+        return renewed.rowcount == 1
 
     def send(self, row: Any, token: str) -> None:
         """One try of one delivery, and its outcome written under the claim."""
@@ -212,9 +237,13 @@ class Sender:
         error: str | None = None
         try:
             target = targets.check(row.url, self.allow_private)
+            if not self.held(row, token):
+                return
             status = targets.post(target, body, headers)
         except targets.UnsafeTarget as refused:
             error = f"target refused: {refused}"[:200]
+        except targets.NoAnswerInTime as slow:
+            error = f"timed out: {slow}"
         except OSError as failure:
             error = f"no answer: {failure}"[:200] if str(failure) else "no answer"
         if status is not None and not 200 <= status < 300:
@@ -272,26 +301,9 @@ class Sender:
             db.session.commit()
 
     def prune(self) -> int:
-        """Remove what is older than WEBHOOK_RETENTION_DAYS: finished deliveries, the events
-        none is left for, and the announcements of expiries too old to be announced again;
-        how many deliveries. A pending delivery stays, whatever its age."""
-        with self.app.app_context():
-            now = timestamps.utcnow()
-            cutoff = now - self.retention
-            removed = db.session.execute(
-                delete(_DELIVERIES).where(
-                    _DELIVERIES.c.status != PENDING, _DELIVERIES.c.created < cutoff
-                )
-            ).rowcount
-            left = select(_DELIVERIES.c.id).where(_DELIVERIES.c.event_id == _EVENTS.c.id)
-            db.session.execute(delete(_EVENTS).where(_EVENTS.c.created < cutoff, ~left.exists()))
-            db.session.execute(
-                delete(_ANNOUNCEMENTS).where(
-                    _ANNOUNCEMENTS.c.expires_at < now - 2 * announcements.LOOKBACK
-                )
-            )
-            db.session.commit()
-            return removed
+        """Remove what is older than WEBHOOK_RETENTION_DAYS (retention.py); how many
+        deliveries."""
+        return retention.prune(self.app, self.retention)
 
     def announce_expiries(self) -> int:
         """Each expiry notice reached and not yet announced (announcements.py); how many."""

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from flask import current_app
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from app import audit
 from app.audit import outbox as webhook_outbox
@@ -63,11 +63,13 @@ def _not_found() -> ApiError:
 
 
 def _checked_url(url: str) -> str:
-    """The URL, if a webhook may go there now (targets.check): 422 naming `url` otherwise."""
+    """The URL, if a webhook may go there now (targets.check): 422 naming `url` otherwise,
+    and WEBHOOK_ALLOW_PRIVATE when that setting would allow it."""
     try:
         targets.check(url, current_app.config["WEBHOOK_ALLOW_PRIVATE"])
     except targets.UnsafeTarget as error:
-        raise invalid({"url": [str(error)]}) from None
+        said = f"{error} {targets.ALLOW_PRIVATE_HINT}" if error.private else str(error)
+        raise invalid({"url": [said]}) from None
     return url
 
 
@@ -158,7 +160,9 @@ def create_endpoint(caller: Caller, data: dict) -> WebhookEndpoint:
 
 
 def update_endpoint(caller: Caller, endpoint: WebhookEndpoint, data: dict) -> WebhookEndpoint:
-    """Change what the body names; enabling an endpoint again forgets its failures."""
+    """Change what the body names. Enabling an endpoint again forgets its failures, and its
+    pending deliveries (those held while it was disabled, and those waiting for a retry)
+    are due at once, in the order they were written."""
     if "url" in data:
         _checked_url(data["url"])
     before = _described(endpoint)
@@ -169,10 +173,20 @@ def update_endpoint(caller: Caller, endpoint: WebhookEndpoint, data: dict) -> We
     details = {
         field: [before[field], after[field]] for field in after if before[field] != after[field]
     }
+    enabled = details.get("enabled") == [False, True]
     if details:
-        if details.get("enabled") == [False, True]:
+        now = timestamps.utcnow()
+        if enabled:
             endpoint.failing_since = None
-        endpoint.updated = max(timestamps.utcnow(), endpoint.updated + timestamps.TICK)
+            db.session.execute(
+                update(WebhookDelivery)
+                .where(
+                    WebhookDelivery.endpoint_id == endpoint.id,
+                    WebhookDelivery.status == webhook_outbox.PENDING,
+                )
+                .values(next_attempt=now)
+            )
+        endpoint.updated = max(now, endpoint.updated + timestamps.TICK)
         audit.record(
             "webhook.updated",
             organization_id=caller.organization_id,
@@ -181,6 +195,8 @@ def update_endpoint(caller: Caller, endpoint: WebhookEndpoint, data: dict) -> We
             details=details,
         )
     db.session.commit()
+    if enabled:
+        webhook_outbox.written.set()  # this worker's sender looks at once
     return endpoint
 
 

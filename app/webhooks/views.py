@@ -95,7 +95,8 @@ def get_endpoint(endpoint_id: str):
     Operation(
         "Update a webhook endpoint",
         "Change an endpoint (a partial update): `url`, `events`, `description`, `enabled`. "
-        "Enabling an endpoint again forgets its failures. " + MANAGER,
+        "Enabling an endpoint again forgets its failures, and its pending deliveries (the "
+        "events held while it was disabled among them) are due at once, oldest first. " + MANAGER,
         200,
         "The updated endpoint.",
         (*REQUEST, 404, *WITH_BODY),
