@@ -36,10 +36,15 @@ REFUSALS = {
     RATE_LIMITED: (429, "This API key has used its own rate limit; retry later."),
     QUOTA_EXCEEDED: (
         429,
-        "This API key has used up its quota: Retry-After says when its period renews it (a "
-        "lifetime quota never renews).",
+        "This API key has used up its quota for this period: Retry-After says when the next "
+        "period renews it.",
     ),
 }
+# A lifetime quota has no next period (and its 429 no Retry-After): only a grant gives more.
+LIFETIME_QUOTA_SPENT = (
+    "This API key has used up its lifetime quota, which is never renewed: ask the key's owner "
+    "for more uses (POST /api/keys/<key>/quota)."
+)
 # The refusal of each of a key's own limits (app/access/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.
 _SPENT = {limits.RATE: RATE_LIMITED, limits.QUOTA: QUOTA_EXCEEDED}
@@ -126,8 +131,11 @@ def refusal(decided: Verdict, challenge: Challenge) -> ApiError:
     headers = [challenge.header(detail)] if status == 401 else []
     if decided.allowance is not None and code == RATE_LIMITED:
         headers.append(("Retry-After", str(decided.allowance.reset)))
-    if decided.quota is not None and code == QUOTA_EXCEEDED and decided.quota.reset is not None:
-        headers.append(("Retry-After", str(decided.quota.reset)))
+    if decided.quota is not None and code == QUOTA_EXCEEDED:
+        if decided.quota.reset is None:  # a lifetime quota
+            detail = LIFETIME_QUOTA_SPENT
+        else:
+            headers.append(("Retry-After", str(decided.quota.reset)))
     return ApiError(status, code, detail, headers=headers)
 
 

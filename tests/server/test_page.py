@@ -2573,7 +2573,7 @@ def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
     tab.expect_refusal(429)
     use_key(page, mine["key"])  # its own read, then the list: both of its uses
     expect(row(page, "Two uses")).to_contain_text("0 of 2 uses left for its lifetime")
-    said = policy.REFUSALS[policy.QUOTA_EXCEEDED][1]
+    said = policy.LIFETIME_QUOTA_SPENT
     expect(cell(page, "Two uses", "Usage")).to_have_text(f"— Usage not read: {said}")
     page.get_by_role("button", name="Forget key").click()
     page.get_by_label("API key", exact=True).fill(mine["key"])
