@@ -3,6 +3,7 @@ page's behaviour in a browser is tested in tests/server/test_page.py."""
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -214,4 +215,16 @@ def test_every_audit_action_has_words_and_keeps_its_code_in_the_filter(client):
     options = markup.options["audit-action"][1:]
     assert [(o["value"], o["data-words"]) for o in options] == [
         (action, ACTION_WORDS[action]) for action in ACTIONS
+    ]
+
+
+def test_every_webhook_event_has_words_written_into_the_page(client):
+    from app.audit.outbox import EVENT_TYPES
+    from app.page import EVENT_WORDS
+
+    assert set(EVENT_WORDS) == set(EVENT_TYPES)
+    page = client.get("/").get_data(as_text=True)
+    written = re.findall(r'<data value="([\w.]+)">([^<]+)</data>', page)
+    assert [(event, html.unescape(words)) for event, words in written] == [
+        (event, EVENT_WORDS[event]) for event in EVENT_TYPES
     ]

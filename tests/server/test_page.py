@@ -2216,14 +2216,18 @@ def test_the_webhooks_view_shows_endpoints_and_deliveries_with_a_retry(
         headers = endpoints.get_by_role("columnheader").all_text_contents()
         assert headers == ["URL", "Events", "Description", "State", "Actions"]
         listed = endpoints.get_by_role("row").filter(has=page.get_by_text(receiver.url))
-        expect(listed.get_by_role("listitem")).to_have_text(["key.created", "key.deleted"])
+        # Events in words, their codes in their titles (what the API's `events` take).
+        events = listed.get_by_role("listitem")
+        expect(events).to_have_text(["Key created", "Key deleted"])
+        expect(events.first).to_have_attribute("title", "key.created")
         expect(listed).to_contain_text("On-call")
         expect(listed).to_contain_text("Enabled, failing")
         listed.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
         expect(page.get_by_role("heading", name="Recent deliveries")).to_be_focused()
         deliveries = page.get_by_role("table", name="Recent deliveries")
         delivery = deliveries.get_by_role("row").filter(has=page.get_by_text("Nightly"))
-        expect(delivery).to_contain_text("key.created")
+        expect(delivery).to_contain_text("Key created")
+        expect(delivery).not_to_contain_text("key.created")
         expect(delivery).to_contain_text("pending")
         expect(delivery.get_by_role("cell", name="500", exact=True)).to_be_visible()
         expect(page.get_by_text("1 most recent of 1 delivery")).to_be_visible()
@@ -2231,8 +2235,8 @@ def test_the_webhooks_view_shows_endpoints_and_deliveries_with_a_retry(
 
         # A retry, once the receiver is back: sent at once, with the same id.
         receiver.answer = lambda request: (204, {})
-        delivery.get_by_role("button", name="Retry key.created of Nightly").click()
-        expect(page.get_by_text("key.created of Nightly will be sent again.")).to_be_visible()
+        delivery.get_by_role("button", name="Retry Key created for Nightly").click()
+        expect(page.get_by_text("Key created for Nightly will be sent again.")).to_be_visible()
         expect(page.get_by_role("heading", name="Recent deliveries")).to_be_focused()
         done = wait_for_delivery(server, org.sdk, endpoint["id"], status="delivered")
         assert {r.headers["webhook-id"] for r in receiver.received} == {done["id"]}
