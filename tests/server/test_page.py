@@ -2008,7 +2008,13 @@ def test_a_keys_usage_view_shows_its_days_and_scopes_and_narrows_them(
     axis = view.locator(".x-axis")
     expect(axis).to_contain_text(datetime.now(UTC).strftime("%-d %b"))  # UTC days
     expect(view.locator(".y-axis")).to_contain_text("3")
-    expect(view).to_contain_text("Refused: forbidden 2")
+    # Each refusal in words, its code in its title (what the API's usage counts it under).
+    refused = view.get_by_role("listitem").filter(has_text="Refused because")
+    expect(refused).to_have_text(
+        "Refused because the key lacked a scope (or a kind) the request needed: 2"
+    )
+    expect(refused).to_have_attribute("title", "forbidden")
+    expect(view).not_to_contain_text("forbidden")
     scopes = view.get_by_role("table", name="Scopes by use")
     assert scopes.get_by_role("columnheader").all_text_contents() == ["Scope", "Checks"]
     expect(scopes.get_by_role("row").nth(1)).to_have_text(re.compile(r"monitor:read\s*3"))
@@ -2090,6 +2096,22 @@ def labelled_alone(scope, *labels: str) -> None:
         control = scope.get_by_label(label, exact=True)
         expect(control).to_have_count(1)
         expect(control).to_have_accessible_name(label)
+
+
+def test_a_keys_usage_says_why_uses_were_refused_in_words(tab, server, org):
+    """A key past its quota: "Refused because the quota was used up: 2", not the code."""
+    metered = make_key(server, org.sdk, "Trial", quota={"requests": 1, "period": "lifetime"})
+    for status in (204, 429, 429):
+        assert server.request("GET", "/api/forward-auth", metered["key"]).status == status
+    wait_for_usage(server, org.sdk, identifier(metered["key"]), 3)
+    page = tab.page
+    use_key(page, org.sdk)
+    row(page, "Trial").get_by_role("button", name="Usage").click()
+    view = page.get_by_role("region", name="Usage of Trial")
+    expect(view.get_by_role("listitem").filter(has_text="Allowed")).to_have_text("Allowed: 1")
+    refused = view.get_by_role("listitem").filter(has_text="Refused")
+    expect(refused).to_have_text("Refused because the quota was used up: 2")
+    expect(refused).to_have_attribute("title", "quota_exceeded")
 
 
 def test_every_control_is_named_by_its_label_alone(tab, server, org):
