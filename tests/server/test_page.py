@@ -1864,6 +1864,73 @@ def test_an_older_audit_answer_arriving_last_is_not_shown(tab, server, org):
     expect(page.get_by_role("table", name="Audit log").get_by_role("row")).to_have_count(11)
 
 
+def test_the_audit_log_says_quotas_grants_and_webhooks_in_words(tab, server, org):
+    """What a person reads in Changes and Target: a quota as "2 a day", a grant as a
+    sentence, a webhook endpoint by its URL and its events in words; never a field's code,
+    `period=day`, or an endpoint's id."""
+    from tests.receivers import start_receiver
+
+    receiver = start_receiver()
+    try:
+        metered = make_key(server, org.sdk, "Metered", quota={"requests": 2, "period": "day"})
+        reference = f"/api/keys/{identifier(metered['key'])}"
+        week = {"quota": {"requests": 5, "period": "week"}}
+        assert server.request("PUT", reference, org.sdk, week).status == 200
+        for grant in ({"add": 1}, {"set_remaining": 3}):
+            assert server.request("POST", f"{reference}/quota", org.sdk, grant).status == 200
+        body = {"url": receiver.url, "events": ["key.deleted"], "description": "On-call"}
+        made = server.request("POST", "/api/webhooks", org.sdk, body)
+        assert made.status == 201, made.body
+        endpoint = made.json()["id"]
+        changed = {"events": ["key.created", "key.deleted"]}
+        assert server.request("PUT", f"/api/webhooks/{endpoint}", org.sdk, changed).status == 200
+        renewed = server.request("POST", f"/api/webhooks/{endpoint}/secret", org.sdk)
+        assert renewed.status == 200, renewed.body
+        [secret] = server.request("GET", "/api/audit?action=webhook.new_secret", org.sdk).json()[
+            "data"
+        ]
+
+        page = tab.page
+        use_key(page, org.sdk)
+        page.get_by_role("button", name="Audit log").click()
+        table = page.get_by_role("table", name="Audit log")
+        expect(page.get_by_text(re.compile(r"· 9 events$"))).to_be_visible()
+
+        def changes(action: str, has_text: str = ""):
+            """The Changes cell of the one event of `action` (holding `has_text`)."""
+            event = table.get_by_role("row").filter(has=page.get_by_text(action, exact=True))
+            return event.filter(has_text=has_text).get_by_role("cell").last
+
+        expect(changes("Created", "Name: Metered")).to_contain_text("Quota: 2 a day")
+        expect(changes("Updated")).to_have_text("Quota: 2 a day → 5 a week")
+        grants = table.get_by_role("row").filter(has=page.get_by_text("Quota granted"))
+        expect(grants.get_by_role("listitem")).to_have_text(
+            ["Uses left set to 3: 6 left before, 3 after", "1 use granted: 5 left before, 6 after"]
+        )
+        # A webhook endpoint by its URL, in every event, the one that says none too.
+        webhook = f"Webhook {receiver.url}"
+        for action in ("Webhook created", "Webhook updated", "Webhook secret renewed"):
+            event = table.get_by_role("row").filter(has=page.get_by_text(action, exact=True))
+            expect(event.get_by_role("cell").nth(3)).to_have_text(webhook)
+        expect(changes("Webhook created").get_by_role("listitem")).to_have_text(
+            [f"URL: {receiver.url}", "Events: Key deleted", "Description: On-call"]
+        )
+        expect(changes("Webhook updated")).to_have_text(
+            "Events: Key deleted → Key created, Key deleted"
+        )
+        expect(changes("Webhook secret renewed")).to_contain_text(
+            re.compile(
+                r"^The previous secret signs until \d+ \w+ \d{4}, "
+                + shown_time(secret["details"]["previous_secret_expires_at"])
+            )
+        )
+        said = table.inner_text()
+        for code in ("quota:", "period=", "requests=", "remaining", "previous_secret", "ep_"):
+            assert code not in said, code
+    finally:
+        receiver.stop()
+
+
 def test_the_audit_log_is_offered_only_to_a_key_holding_every_scope(tab, server, org):
     mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"])
     page = tab.page
