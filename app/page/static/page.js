@@ -22,7 +22,7 @@
 //   event-words.js  the key events webhooks take, in words ("Key created")
 //   new-key.js      a new key, shown once
 //
-// They import one another in one direction, never in a circle (tests/test_page.py).
+// They import one another in one direction, never in a circle (tests/test_page_modules.py).
 
 import "./key-dialogs.js";
 import "./usage.js";
