@@ -203,9 +203,10 @@ class _Remote:
         self.organization: str | None = None
 
     def check(self) -> CheckedKey:
-        presented = credentials.presented(request.headers.get("Authorization"))
+        header = request.headers.get("Authorization")
+        presented = credentials.presented(header)
         if presented is None:
-            raise auth.unauthorized()
+            raise auth.unrecognised(header)
         address = request.remote_addr
         entry = (hashlib.sha256(presented.key.encode("ascii")).digest(), address)
         now = time.monotonic()
@@ -222,8 +223,8 @@ class _Remote:
         if isinstance(checked, CheckedKey):
             return checked
         code, retry_after = checked
-        if code not in policy.REFUSALS:
-            raise auth.unauthorized()
+        if code not in policy.REFUSALS:  # unknown, deleted, another organization's
+            raise auth.unrecognised(header, well_formed=True)
         allowance = Allowance(False, 0, retry_after)
         raise policy.refusal(policy.Verdict(code, allowance), auth.CHALLENGE)
 

@@ -135,7 +135,40 @@ BAD_CREDENTIALS = {
     },
     "bearer not ascii": lambda org: {"Authorization": "Bearer \xe9" + org.sdk[1:]},
     "basic of a key and a nul": lambda org: basic(org.sdk + "\x00:"),
+    "placeholder basic": lambda org: basic("ak_...:"),
+    "placeholder bearer": lambda org: bearer("ak_..."),
+    "shown form bearer": lambda org: bearer(identifier_of(org.sdk) + "..."),
 }
+# What each 401 says (a person's first clue): that a key is needed, when none was presented
+# in Basic or Bearer; else why what was presented is no key, never repeating any of it.
+REQUIRED = (
+    "A valid API key is required, as the user name of HTTP Basic authentication or as a "
+    "Bearer token."
+)
+NOT_A_WHOLE_KEY = (
+    "What was presented is not a whole API key (its length, characters or checksum are "
+    "wrong): check it for a typo or a missing part."
+)
+SHOWN_FORM = (
+    "What was presented is a key's shown form (<identifier>...), not the key itself: the "
+    "full key was shown once, when the key was created."
+)
+NO_SUCH_KEY = "No such API key: it may have been deleted, revoked or rotated."
+SAID = {
+    REQUIRED: (
+        "no credentials",
+        "empty header",
+        "scheme only basic",
+        "scheme only bearer",
+        "no scheme",
+        "digest scheme",
+        "token scheme",
+        "apikey scheme",
+    ),
+    SHOWN_FORM: ("shown form", "shown form bearer", "placeholder basic", "placeholder bearer"),
+    NO_SUCH_KEY: ("unknown well-formed key basic", "unknown well-formed key bearer"),
+}
+SAYS = {case: detail for detail, cases in SAID.items() for case in cases}
 
 
 @pytest.mark.parametrize("endpoint", list(ENDPOINTS))
@@ -145,6 +178,34 @@ def test_request_without_a_valid_key_is_401_with_challenge(
 ):
     response = call(client, endpoint, target, headers=BAD_CREDENTIALS[credentials](org))
     assert_unauthorized(response)
+
+
+@pytest.mark.parametrize("credentials", list(BAD_CREDENTIALS))
+def test_a_401_says_whether_a_key_is_missing_not_whole_a_shown_form_or_unknown(
+    client, org, credentials
+):
+    """Every other way (a typo, a cut key, a checksum that does not match, a key in the
+    password, bytes that are not ASCII) is not a whole key."""
+    response = client.get("/api/keys", headers=BAD_CREDENTIALS[credentials](org))
+    assert_unauthorized(response)
+    assert response.json["detail"] == SAYS.get(credentials, NOT_A_WHOLE_KEY)
+
+
+def test_a_deleted_key_is_no_such_key(client, org, make_key):
+    doomed = _deleted_key(client, org, make_key)
+    response = client.get("/api/keys", auth=(doomed, ""))
+    assert_unauthorized(response)
+    assert response.json["detail"] == NO_SUCH_KEY
+
+
+@pytest.mark.parametrize("app_config", [{"RATELIMIT_AUTH_FAILURES": "3/minute"}])
+def test_each_401_is_one_failed_authentication_as_before(client, org):
+    """Saying why costs no lookup the abuse limits would not count: a typo, a shown form and
+    an unknown key are one failure each, and the fourth request from the address is 429."""
+    for presented in (_truncated(org), identifier_of(org.sdk) + "...", _unknown_key(org)):
+        assert client.get("/api/keys", auth=(presented, "")).status_code == 401
+    blocked = client.get("/api/keys", auth=(org.sdk, ""))
+    assert (blocked.status_code, blocked.json["code"]) == (429, "rate_limited")
 
 
 def test_refused_request_changes_nothing(client, org, target):
@@ -190,6 +251,7 @@ PRESENTED = {
     "unknown well-formed key": lambda client, org, make_key: _unknown_key(org),
     "bad checksum": lambda client, org, make_key: _bad_checksum(org),
     "deleted key": _deleted_key,
+    "truncated key": lambda client, org, make_key: _truncated(org),
 }
 
 

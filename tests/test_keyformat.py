@@ -242,3 +242,11 @@ def test_invalid_key_prefix_in_configuration_is_refused_at_start(database_url, p
                 "KEY_PREFIX": prefix,
             }
         )
+
+
+def test_the_shown_form_is_told_from_a_key_and_from_an_identifier():
+    identifier, key = keyformat.new_key("ak_")
+    assert keyformat.is_shown_form(keyformat.shown(identifier))
+    assert keyformat.is_shown_form("ak_...")  # as the docs write a key they do not show
+    for value in (key, identifier, "...", "ak_...x", "ak_....", key + "...", "ak-x..."):
+        assert not keyformat.is_shown_form(value), value

@@ -19,6 +19,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy.exc import OperationalError
 
+from app.access.auth import NO_SUCH_KEY, NOT_A_WHOLE_KEY, SHOWN_FORM
 from app.domain import keyformat
 from app.domain.scopes import KINDS, SCOPES
 from app.http.challenges import Challenge
@@ -129,19 +130,21 @@ def invalid_token(detail: str) -> str:
     return f'Bearer realm="mcp", error="invalid_token", error_description="{detail}"'
 
 
-def assert_unauthorized(response, presented: bool = True) -> None:
-    """401 `unauthorized`; its challenge says invalid_token for a Bearer token presented,
-    and nothing more than the realm for none (RFC 6750 section 3.1: no error code then)."""
+def assert_unauthorized(response, said: str | None = None) -> None:
+    """401 `unauthorized`: for a Bearer token presented, `said` (why it is no key) as its
+    detail and in its challenge, with invalid_token; for none (`said` None), that a key is
+    needed, and nothing more than the realm in the challenge (RFC 6750 section 3.1: no
+    error code then)."""
     assert response.status_code == 401, response.get_data(as_text=True)
-    challenge = invalid_token(NEEDED) if presented else 'Bearer realm="mcp"'
+    challenge = invalid_token(said) if said else 'Bearer realm="mcp"'
     assert response.headers.get_all("WWW-Authenticate") == [challenge]
     assert response.mimetype == "application/problem+json"
     assert response.json["code"] == "unauthorized"
-    assert response.json["detail"] == NEEDED
+    assert response.json["detail"] == (said or NEEDED)
 
 
 def test_no_key_is_401_with_a_bearer_challenge(client, org):
-    assert_unauthorized(rpc(client, None, "tools/list"), presented=False)
+    assert_unauthorized(rpc(client, None, "tools/list"))
 
 
 def test_an_sdk_key_as_basic_credentials_is_401(client, org):
@@ -151,25 +154,26 @@ def test_an_sdk_key_as_basic_credentials_is_401(client, org):
         headers={"Accept": ACCEPT},
         auth=(org.sdk, ""),
     )
-    assert_unauthorized(response, presented=False)  # no Bearer token
+    assert_unauthorized(response)  # no Bearer token
 
 
 @pytest.mark.parametrize(
-    "presented, token",
+    "presented, said",
     [
-        (keyformat.new_key("ak_")[1], True),  # well formed, unknown
-        ("ak_shortandwrong", True),
-        ("", False),
+        (keyformat.new_key("ak_")[1], NO_SUCH_KEY),  # well formed, unknown
+        ("ak_shortandwrong", NOT_A_WHOLE_KEY),
+        ("ak_Au1ZwTfQz9Xk...", SHOWN_FORM),
+        ("", None),
     ],
-    ids=["unknown", "malformed", "empty"],  # the same in every process of a parallel run
+    ids=["unknown", "malformed", "shown", "empty"],  # the same in every process of a run
 )
-def test_an_unknown_or_malformed_bearer_key_is_401(client, org, presented, token):
+def test_an_unknown_or_malformed_bearer_key_is_401_saying_which(client, org, presented, said):
     response = client.post(
         "/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         headers={"Accept": ACCEPT, "Authorization": f"Bearer {presented}"},
     )
-    assert_unauthorized(response, presented=token)
+    assert_unauthorized(response, said)
 
 
 def test_a_deleted_key_is_401_on_its_next_call(client, org, make_key):
@@ -177,7 +181,7 @@ def test_a_deleted_key_is_401_on_its_next_call(client, org, make_key):
     assert rpc(client, doomed, "tools/list").status_code == 200
     deleted = client.delete(f"/api/keys/{doomed}", auth=(org.sdk, ""))
     assert deleted.status_code == 204
-    assert_unauthorized(rpc(client, doomed, "tools/list"))
+    assert_unauthorized(rpc(client, doomed, "tools/list"), NO_SUCH_KEY)
 
 
 def test_the_challenge_reads_as_the_python_sdk_reads_it(client, org, make_key, sql):
@@ -253,7 +257,7 @@ def test_the_abuse_limits_count_mcp_requests(client, org, make_key):
     sdk = make_key("sdk_integration")
     assert [rpc(client, sdk, "tools/list").status_code for _ in range(4)] == [200, 200, 200, 429]
     for _ in range(2):
-        assert_unauthorized(rpc(client, "ak_wrong", "tools/list"))
+        assert_unauthorized(rpc(client, "ak_wrong", "tools/list"), NOT_A_WHOLE_KEY)
     refused = rpc(client, org.sdk, "tools/list")  # this address has failed too often
     assert refused.status_code == 429
     assert refused.json["code"] == "rate_limited"

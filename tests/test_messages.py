@@ -9,6 +9,7 @@ import pytest
 
 from app.domain.keyformat import identifier_of
 from app.http.arguments import QueryInteger
+from app.http.errors import flatten
 from app.http.messages import PATTERNS, WORDS, plain
 
 # What no answer may say any more: marshmallow's own words, and the bound of a number
@@ -20,6 +21,8 @@ UNHELPFUL = re.compile(
             *(pattern.pattern for pattern, _ in PATTERNS),
             "Not a valid datetime",
             str(QueryInteger.MAX),
+            # marshmallow's name for a value as a whole, which a message says of its field
+            "_schema",
         ]
     )
 )
@@ -54,6 +57,7 @@ CUSTOM = {"name": "ci", "kind": "custom", "scopes": ["site:read"]}
         ({**CUSTOM, "scopes": "site:read"}, "scopes", "Must be a JSON array"),
         ({**CUSTOM, "metadata": []}, "metadata", "Must be a JSON object"),
         ({**CUSTOM, "rate_limit": 5}, "rate_limit", "Must be a JSON object."),
+        ({**CUSTOM, "quota": "day"}, "quota", "Must be a JSON object."),
         (
             {**CUSTOM, "rate_limit": {"requests": 0, "seconds": 60}},
             "rate_limit",
@@ -72,6 +76,23 @@ CUSTOM = {"name": "ci", "kind": "custom", "scopes": ["site:read"]}
 def test_a_refused_body_says_what_to_do(client, org, body, field, words):
     (message,) = refused(post(client, org.sdk, body), field)
     assert words in message
+
+
+@pytest.mark.parametrize(("field", "value"), [("rate_limit", 5), ("quota", []), ("quota", "x")])
+def test_a_field_that_is_not_an_object_is_said_of_the_field(client, org, field, value):
+    """marshmallow files what is wrong with a nested value as a whole under `_schema`: the
+    answer says it of the field, in its detail and its errors, and never says `_schema`."""
+    response = post(client, org.sdk, {**CUSTOM, field: value})
+    assert refused(response, field) == ["Must be a JSON object."]
+    assert response.json["detail"] == f"The request is not valid: {field}."
+    assert "_schema" not in response.get_data(as_text=True)
+
+
+def test_an_item_that_is_not_an_object_is_named_by_its_place():
+    whole = {"_schema": ["Invalid input type."]}
+    assert flatten({"data": {2: whole}}) == {"data": ["Item 2: Must be a JSON object."]}
+    assert flatten({"rate_limit": whole}) == {"rate_limit": ["Must be a JSON object."]}
+    assert flatten(whole) == {"_schema": ["Must be a JSON object."]}  # the body as a whole
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,9 @@ page's behaviour in a browser is tested in tests/server/test_page.py."""
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -152,58 +152,6 @@ def test_the_page_is_no_part_of_the_api_document(client):
     assert not any(path.startswith("/page") for path in paths)
 
 
-STATIC = Path(__file__).parent.parent / "app/page/static"
-IMPORT = re.compile(r'^import\s+(?:[^"\']*?\s+from\s+)?["\']\./([\w.-]+\.js)["\'];', re.M)
-
-
-def module_imports() -> dict[str, set[str]]:
-    """Each of the page's modules, with the modules it imports."""
-    return {script.name: set(IMPORT.findall(script.read_text())) for script in STATIC.glob("*.js")}
-
-
-def cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """A circle of imports in `graph`, as the modules along it; None when there is none."""
-    done: set[str] = set()
-
-    def visit(module: str, path: list[str]) -> list[str] | None:
-        if module in path:
-            return [*path[path.index(module) :], module]
-        if module in done:
-            return None
-        for imported in sorted(graph.get(module, ())):
-            found = visit(imported, [*path, module])
-            if found:
-                return found
-        done.add(module)
-        return None
-
-    for module in sorted(graph):
-        found = visit(module, [])
-        if found:
-            return found
-    return None
-
-
-def test_the_pages_modules_import_in_one_direction():
-    """As app/ does (import-linter): a module never reaches itself through its imports, so
-    that each can be read, and loaded, after those it uses."""
-    graph = module_imports()
-    assert graph["page.js"] >= {"signin.js", "narrow.js"}
-    assert {"key-dialogs.js", "usage.js"} <= graph["narrow.js"]
-    assert set().union(*graph.values()) <= set(graph), "an import of a file that is not there"
-    assert cycle(graph) is None, " -> ".join(cycle(graph))
-
-
-def test_the_cycle_finder_finds_a_circle():
-    assert cycle({"a.js": {"b.js"}, "b.js": {"c.js"}, "c.js": {"a.js"}}) == [
-        "a.js",
-        "b.js",
-        "c.js",
-        "a.js",
-    ]
-    assert cycle({"a.js": {"b.js"}, "b.js": set()}) is None
-
-
 def test_every_audit_action_has_words_and_keeps_its_code_in_the_filter(client):
     from app.audit import ACTIONS
     from app.page import ACTION_WORDS
@@ -214,4 +162,16 @@ def test_every_audit_action_has_words_and_keeps_its_code_in_the_filter(client):
     options = markup.options["audit-action"][1:]
     assert [(o["value"], o["data-words"]) for o in options] == [
         (action, ACTION_WORDS[action]) for action in ACTIONS
+    ]
+
+
+def test_every_webhook_event_has_words_written_into_the_page(client):
+    from app.audit.outbox import EVENT_TYPES
+    from app.page import EVENT_WORDS
+
+    assert set(EVENT_WORDS) == set(EVENT_TYPES)
+    page = client.get("/").get_data(as_text=True)
+    written = re.findall(r'<data value="([\w.]+)">([^<]+)</data>', page)
+    assert [(event, html.unescape(words)) for event, words in written] == [
+        (event, EVENT_WORDS[event]) for event in EVENT_TYPES
     ]

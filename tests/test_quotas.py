@@ -34,10 +34,24 @@ def read(client, org, key: str) -> dict:
     return client.get(f"/api/keys/{key[:15]}", auth=(org.sdk, "")).json
 
 
+# What a person reads: a quota renewed by its period, and a lifetime's, never renewed.
+RENEWED = (
+    "This API key has used up its quota for this period: Retry-After says when the next "
+    "period renews it."
+)
+NEVER_RENEWED = (
+    "This API key has used up its lifetime quota, which is never renewed: ask the key's owner "
+    "for more uses (POST /api/keys/<key>/quota)."
+)
+
+
 def assert_quota_exceeded(answer, retry_after: bool = True) -> None:
+    """429 quota_exceeded; a period's with Retry-After and the sentence that points at it, a
+    lifetime's without either, saying who can give it more."""
     assert answer.status_code == 429, answer.json
     assert answer.mimetype == "application/problem+json"
     assert answer.json["code"] == "quota_exceeded"
+    assert answer.json["detail"] == (RENEWED if retry_after else NEVER_RENEWED)
     assert answer.headers["Quota-Remaining"] == "0"
     assert ("Retry-After" in answer.headers) is retry_after
     assert ("Quota-Reset" in answer.headers) is retry_after
@@ -68,12 +82,17 @@ def test_uses_at_every_door_spend_the_quota_then_429(client, org):
     assert read(client, org, key)["quota_remaining"] == 0
 
 
-def test_a_lifetime_quota_says_no_reset(client, org):
+def test_a_lifetime_quota_says_no_reset_and_who_can_give_more(client, org):
     key = key_with(client, org, quota={"requests": 1, "period": "lifetime"})["key"]
     allowed = use(client, key)
     assert allowed.headers["Quota-Remaining"] == "0"
     assert "Quota-Reset" not in allowed.headers
-    assert_quota_exceeded(use(client, key), retry_after=False)
+    for door in ("rest", "forward_auth"):
+        assert_quota_exceeded(use(client, key, door), retry_after=False)
+    # What its detail points at gives it more, and the key is let through again.
+    granted = client.post(f"/api/keys/{key[:15]}/quota", json={"add": 1}, auth=(org.sdk, ""))
+    assert granted.status_code == 200, granted.json
+    assert use(client, key).status_code == 200
 
 
 def test_introspection_shows_what_is_left_then_quota_exceeded(client, org):

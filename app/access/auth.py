@@ -41,17 +41,54 @@ WAYS = {
 }
 
 
+# Why what a request presented in one of a door's schemes is no key here, as its 401 says
+# it: the same words whatever was sent, so that no answer repeats any of it.
+NOT_A_WHOLE_KEY = (
+    "What was presented is not a whole API key (its length, characters or checksum are "
+    "wrong): check it for a typo or a missing part."
+)
+SHOWN_FORM = (
+    "What was presented is a key's shown form (<identifier>...), not the key itself: the "
+    "full key was shown once, when the key was created."
+)
+NO_SUCH_KEY = "No such API key: it may have been deleted, revoked or rotated."
+
+
 def unauthorized(
     challenge: Challenge = CHALLENGE,
     schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
     presented: bool = False,
+    why: str | None = None,
 ) -> ApiError:
     """401: no valid key in one of `schemes`; `presented`: the request presented one in
-    them, which the challenge says was refused (app/http/challenges.py)."""
+    them, which the challenge says was refused (app/http/challenges.py), for `why` (one of
+    the sentences above; None: that a valid key is required)."""
     ways = " or ".join(WAYS[scheme] for scheme in schemes)
-    detail = f"A valid API key is required, {ways}."
+    detail = why or f"A valid API key is required, {ways}."
     header = challenge.header(detail if presented else None)
     return ApiError(401, UNAUTHORIZED, detail, headers=[header])
+
+
+def unrecognised(
+    header: str | None,
+    challenge: Challenge = CHALLENGE,
+    schemes: tuple[str, ...] = (credentials.BASIC, credentials.BEARER),
+    well_formed: bool = False,
+) -> ApiError:
+    """The 401 of a request whose Authorization `header` holds no key found here: that a
+    key is required, when none is presented in one of `schemes`; else why what it presents
+    is none: a `well_formed` key (shape and checksum) that no organization holds (here), a
+    key's shown form, or anything else. Only a well-formed key asked the database; the
+    abuse limits count each as the same failed authentication."""
+    if credentials.scheme_of(header) not in schemes:
+        return unauthorized(challenge, schemes)
+    if well_formed:
+        why = NO_SUCH_KEY
+    else:
+        offer = credentials.offered(header)
+        shown = offer is not None and keyformat.is_shown_form(offer.key)
+        why = SHOWN_FORM if shown else NOT_A_WHOLE_KEY
+    return unauthorized(challenge, schemes, presented=True, why=why)
 
 
 def checked(door: str, outcome: str, key: int | None = None, scopes: int = 0) -> None:
@@ -155,8 +192,7 @@ def authenticate(
     valid = presented is not None and presented.scheme in schemes
     holder = found(presented.key, organization_id, facts) if valid else None
     if holder is None:
-        sent = credentials.scheme_of(header) in schemes
-        raise refused(door, unauthorized(challenge, schemes, sent))
+        raise refused(door, unrecognised(header, challenge, schemes, valid))
     decided = use(holder, addresses.client_address, door, is_use)
     if decided.refusal in policy.SPENT:
         limits.forgive()  # a key spent by its holder: it guessed nothing

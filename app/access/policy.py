@@ -36,23 +36,33 @@ REFUSALS = {
     RATE_LIMITED: (429, "This API key has used its own rate limit; retry later."),
     QUOTA_EXCEEDED: (
         429,
-        "This API key has used up its quota: Retry-After says when its period renews it (a "
-        "lifetime quota never renews).",
+        "This API key has used up its quota for this period: Retry-After says when the next "
+        "period renews it.",
     ),
 }
+# A lifetime quota has no next period (and its 429 no Retry-After): only a grant gives more.
+LIFETIME_QUOTA_SPENT = (
+    "This API key has used up its lifetime quota, which is never renewed: ask the key's owner "
+    "for more uses (POST /api/keys/<key>/quota)."
+)
 # A refusal by a limit the key shares: its maker's, or its identity's (the problem
-# document's `limit` says whose).
+# document's `limit` says whose); (code, whose, lifetime) -> its sentence.
 BOUND_REFUSALS = {
-    (RATE_LIMITED, bindings.MAKER): "A key that made this key has used its rate limit, which "
-    "the keys it made share; retry later.",
-    (RATE_LIMITED, bindings.IDENTITY): "This key's identity has used its rate limit, which "
-    "all of its keys share; retry later.",
-    (QUOTA_EXCEEDED, bindings.MAKER): "A key that made this key has used up its quota, which "
-    "the keys it made share: Retry-After says when its period renews it (a lifetime quota "
-    "never renews).",
-    (QUOTA_EXCEEDED, bindings.IDENTITY): "This key's identity has used up its quota, which "
-    "all of its keys share: Retry-After says when its period renews it (a lifetime quota "
-    "never renews).",
+    (RATE_LIMITED, bindings.MAKER, False): "A key that made this key has used its rate limit, "
+    "which the keys it made share; retry later.",
+    (RATE_LIMITED, bindings.IDENTITY, False): "This key's identity has used its rate limit, "
+    "which all of its keys share; retry later.",
+    (QUOTA_EXCEEDED, bindings.MAKER, False): "A key that made this key has used up its quota "
+    "for this period, which the keys it made share: Retry-After says when the next period "
+    "renews it.",
+    (QUOTA_EXCEEDED, bindings.IDENTITY, False): "This key's identity has used up its quota for "
+    "this period, which all of its keys share: Retry-After says when the next period renews it.",
+    (QUOTA_EXCEEDED, bindings.MAKER, True): "A key that made this key has used up its lifetime "
+    "quota, which the keys it made share and which is never renewed: ask the owner of that "
+    "key for more uses (POST /api/keys/<key>/quota).",
+    (QUOTA_EXCEEDED, bindings.IDENTITY, True): "This key's identity has used up its lifetime "
+    "quota, which all of its keys share and which is never renewed: ask its organization for "
+    "more (PUT /api/identities/<id>).",
 }
 # The refusal of each of a key's own limits (app/access/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.
@@ -145,11 +155,14 @@ def refusal(decided: Verdict, challenge: Challenge) -> ApiError:
     status, detail = REFUSALS[code]
     headers = [challenge.header(detail)] if status == 401 else []
     refusing = decided.allowance
+    lifetime = code == QUOTA_EXCEEDED and refusing is not None and refusing.reset is None
     if code in SPENT and refusing is not None and refusing.reset is not None:
         headers.append(("Retry-After", str(refusing.reset)))
-    if decided.limit is None:
-        return ApiError(status, code, detail, headers=headers)
-    detail = BOUND_REFUSALS.get((code, decided.limit), detail)
+    if decided.limit in (None, bindings.KEY):
+        detail = LIFETIME_QUOTA_SPENT if lifetime else detail
+        members = None if decided.limit is None else {"limit": decided.limit}
+        return ApiError(status, code, detail, headers=headers, members=members)
+    detail = BOUND_REFUSALS.get((code, decided.limit, lifetime), detail)
     return ApiError(status, code, detail, headers=headers, members={"limit": decided.limit})
 
 

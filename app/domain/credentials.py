@@ -19,7 +19,8 @@ NO_METADATA: Mapping[str, str] = MappingProxyType({})
 
 
 class Presented(NamedTuple):
-    """A well-formed key (shape and checksum) and the scheme that carried it."""
+    """A key and the scheme that carried it: well formed (shape and checksum) when
+    presented() gives it, as it was sent when offered() does."""
 
     scheme: str
     key: str
@@ -77,6 +78,14 @@ def presented(header: str | None) -> Presented | None:
     """The key of `Basic base64(<key>:)` (password ignored; no colon: the key alone) or
     `Bearer <key>`; None for no header, another scheme, an unreadable value, or a value
     that is not a well-formed key (so the database is not asked)."""
+    offer = offered(header)
+    return offer if offer is not None and keyformat.is_full_key(offer.key) else None
+
+
+def offered(header: str | None) -> Presented | None:
+    """What `header` offers as its key, well formed or not (presented() judges that): the
+    user name of `Basic base64(<key>:)` or the token of `Bearer <key>`; None for no header,
+    another scheme or an unreadable Basic value."""
     if not header:
         return None
     scheme, _, value = header.partition(" ")
@@ -94,4 +103,4 @@ def presented(header: str | None) -> Presented | None:
         key = value
     else:
         return None
-    return Presented(scheme, key) if keyformat.is_full_key(key) else None
+    return Presented(scheme, key)

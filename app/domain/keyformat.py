@@ -96,6 +96,18 @@ def shown(identifier: str) -> str:
     return identifier + SHOWN_SUFFIX
 
 
+_SHOWN_FORM = re.compile(f"[A-Za-z0-9_]{{1,{MAX_IDENTIFIER_LENGTH}}}{re.escape(SHOWN_SUFFIX)}")
+
+
+def is_shown_form(value: str) -> bool:
+    """True when `value` is written as lists show a key, `<identifier>...` (or as the docs
+    write a placeholder, `ak_...`): a name of a key, never a key (nor a key with dots after
+    it)."""
+    return _SHOWN_FORM.fullmatch(value) is not None and not is_full_key(
+        value.removesuffix(SHOWN_SUFFIX)
+    )
+
+
 # --- masking: no piece of a secret in a log line ------------------------------------------
 
 _WORD = "A-Za-z0-9_"

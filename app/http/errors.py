@@ -112,12 +112,15 @@ def problem_document(
 
 def flatten(messages: Mapping) -> dict[str, list[str]]:
     """marshmallow's nested messages as {field: [message, ...]}, in words that say what to
-    do (app/http/messages.py); list items are named."""
+    do (app/http/messages.py); list items and members are named ("Item 2: ..."). What is
+    wrong with a field's or an item's value as a whole (marshmallow's `_schema` inside it:
+    `"rate_limit": 5`) is said of that field or item, never of `_schema`."""
     flat: dict[str, list[str]] = {}
     for field, value in messages.items():
         if isinstance(value, Mapping):
             for index, inner in flatten(value).items():
-                flat.setdefault(str(field), []).extend(f"Item {index}: {m}" for m in inner)
+                head = "" if index == SCHEMA else f"Item {index}: "
+                flat.setdefault(str(field), []).extend(head + m for m in inner)
         else:
             flat.setdefault(str(field), []).extend(plain(str(m)) for m in value)
     return flat

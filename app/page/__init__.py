@@ -3,12 +3,13 @@
 The page is the project's own HTML, JavaScript and CSS, served from here with no build
 step and nothing from another origin. Its script calls the public REST API (/api/keys)
 with the key the person pastes, as any client does: every rule stays in the API.
-The scopes, the kinds and their fixed scopes, the audit log's actions, a key's shape (so
-that the page can tell a person that what they pasted is not a whole key before sending it
-anywhere), the longest grace period of a rotation and a quota's periods and largest figure
-come from app/domain/scopes.py, app/audit, app/domain/keyformat.py, app/keys/schemas.py,
-app/domain/periods.py and app/quotas/schemas.py, written into the HTML when it is served
-(the page runs no inline script).
+The scopes, the kinds and their fixed scopes, the audit log's actions and the webhooks'
+event types, a key's shape (so that the page can tell a person that what they pasted is not
+a whole key before sending it anywhere), the longest grace period of a rotation and a
+quota's periods and largest figure come from app/domain/scopes.py, app/audit,
+app/domain/keyformat.py, app/keys/schemas.py, app/domain/periods.py and
+app/quotas/schemas.py, written into the HTML when it is served (the page runs no inline
+script).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, render_template, request
 
 from app.audit import ACTIONS
+from app.audit.outbox import EVENT_TYPES
 from app.domain import keyformat
 from app.domain.periods import PERIODS
 from app.domain.scopes import FIXED, KINDS, SCOPES, to_names
@@ -71,6 +73,19 @@ ACTION_WORDS = {
     "identity.deleted": "Identity deleted",
     "identity.quota_exhausted": "Identity's quota used up",
 }
+# The events a webhook endpoint takes, in people's words, where the Webhooks view and the
+# audit log name them (tests/test_page.py checks that every event type has words).
+EVENT_WORDS = {
+    "key.created": "Key created",
+    "key.updated": "Key updated",
+    "key.rotated": "Key rotated",
+    "key.deleted": "Key deleted",
+    "key.revoked": "Key revoked as leaked",
+    "key.quota": "Uses granted to a key's quota",
+    "key.quota_exhausted": "Key's quota used up",
+    "key.expiring": "Key expiring soon",
+    "key.expired": "Key expired",
+}
 
 
 @bp.after_request
@@ -102,6 +117,7 @@ def page() -> Response:
         periods=PERIODS,
         scopes=SCOPES,
         actions=[(action, ACTION_WORDS.get(action, action)) for action in ACTIONS],
+        event_words=[(event, EVENT_WORDS.get(event, event)) for event in EVENT_TYPES],
     )
     response = current_app.response_class(body, mimetype="text/html")
     response.add_etag()

@@ -313,7 +313,7 @@ def test_a_deleted_key_fails_on_its_next_call_on_every_worker(server, org):
     assert [status for status, _, _ in after] == [401] * (4 * WORKERS)
     refused_token = (
         'Bearer realm="mcp", error="invalid_token", '
-        'error_description="A valid API key is required, as a Bearer token."'
+        'error_description="No such API key: it may have been deleted, revoked or rotated."'
     )
     assert all(headers["WWW-Authenticate"] == refused_token for _, headers, _ in after)
 
@@ -657,7 +657,7 @@ def test_a_wrong_key_shows_the_services_reason_in_the_inspector(server, org, tmp
     listing, _ = doc_commands()
     assert STORED_AUTH_ONLY in listing
     details = {
-        wrong: "A valid API key is required, as a Bearer token.",
+        wrong: "No such API key: it may have been deleted, revoked or rotated.",
         disabled: "This API key is disabled: it authenticates nothing until enabled.",
     }
     for key, detail in details.items():

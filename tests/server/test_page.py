@@ -1864,6 +1864,73 @@ def test_an_older_audit_answer_arriving_last_is_not_shown(tab, server, org):
     expect(page.get_by_role("table", name="Audit log").get_by_role("row")).to_have_count(11)
 
 
+def test_the_audit_log_says_quotas_grants_and_webhooks_in_words(tab, server, org):
+    """What a person reads in Changes and Target: a quota as "2 a day", a grant as a
+    sentence, a webhook endpoint by its URL and its events in words; never a field's code,
+    `period=day`, or an endpoint's id."""
+    from tests.receivers import start_receiver
+
+    receiver = start_receiver()
+    try:
+        metered = make_key(server, org.sdk, "Metered", quota={"requests": 2, "period": "day"})
+        reference = f"/api/keys/{identifier(metered['key'])}"
+        week = {"quota": {"requests": 5, "period": "week"}}
+        assert server.request("PUT", reference, org.sdk, week).status == 200
+        for grant in ({"add": 1}, {"set_remaining": 3}):
+            assert server.request("POST", f"{reference}/quota", org.sdk, grant).status == 200
+        body = {"url": receiver.url, "events": ["key.deleted"], "description": "On-call"}
+        made = server.request("POST", "/api/webhooks", org.sdk, body)
+        assert made.status == 201, made.body
+        endpoint = made.json()["id"]
+        changed = {"events": ["key.created", "key.deleted"]}
+        assert server.request("PUT", f"/api/webhooks/{endpoint}", org.sdk, changed).status == 200
+        renewed = server.request("POST", f"/api/webhooks/{endpoint}/secret", org.sdk)
+        assert renewed.status == 200, renewed.body
+        [secret] = server.request("GET", "/api/audit?action=webhook.new_secret", org.sdk).json()[
+            "data"
+        ]
+
+        page = tab.page
+        use_key(page, org.sdk)
+        page.get_by_role("button", name="Audit log").click()
+        table = page.get_by_role("table", name="Audit log")
+        expect(page.get_by_text(re.compile(r"· 9 events$"))).to_be_visible()
+
+        def changes(action: str, has_text: str = ""):
+            """The Changes cell of the one event of `action` (holding `has_text`)."""
+            event = table.get_by_role("row").filter(has=page.get_by_text(action, exact=True))
+            return event.filter(has_text=has_text).get_by_role("cell").last
+
+        expect(changes("Created", "Name: Metered")).to_contain_text("Quota: 2 a day")
+        expect(changes("Updated")).to_have_text("Quota: 2 a day → 5 a week")
+        grants = table.get_by_role("row").filter(has=page.get_by_text("Quota granted"))
+        expect(grants.get_by_role("listitem")).to_have_text(
+            ["Uses left set to 3: 6 left before, 3 after", "1 use granted: 5 left before, 6 after"]
+        )
+        # A webhook endpoint by its URL, in every event, the one that says none too.
+        webhook = f"Webhook {receiver.url}"
+        for action in ("Webhook created", "Webhook updated", "Webhook secret renewed"):
+            event = table.get_by_role("row").filter(has=page.get_by_text(action, exact=True))
+            expect(event.get_by_role("cell").nth(3)).to_have_text(webhook)
+        expect(changes("Webhook created").get_by_role("listitem")).to_have_text(
+            [f"URL: {receiver.url}", "Events: Key deleted", "Description: On-call"]
+        )
+        expect(changes("Webhook updated")).to_have_text(
+            "Events: Key deleted → Key created, Key deleted"
+        )
+        expect(changes("Webhook secret renewed")).to_contain_text(
+            re.compile(
+                r"^The previous secret signs until \d+ \w+ \d{4}, "
+                + shown_time(secret["details"]["previous_secret_expires_at"])
+            )
+        )
+        said = table.inner_text()
+        for code in ("quota:", "period=", "requests=", "remaining", "previous_secret", "ep_"):
+            assert code not in said, code
+    finally:
+        receiver.stop()
+
+
 def test_the_audit_log_is_offered_only_to_a_key_holding_every_scope(tab, server, org):
     mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"])
     page = tab.page
@@ -2008,7 +2075,13 @@ def test_a_keys_usage_view_shows_its_days_and_scopes_and_narrows_them(
     axis = view.locator(".x-axis")
     expect(axis).to_contain_text(datetime.now(UTC).strftime("%-d %b"))  # UTC days
     expect(view.locator(".y-axis")).to_contain_text("3")
-    expect(view).to_contain_text("Refused: forbidden 2")
+    # Each refusal in words, its code in its title (what the API's usage counts it under).
+    refused = view.get_by_role("listitem").filter(has_text="Refused because")
+    expect(refused).to_have_text(
+        "Refused because the key lacked a scope (or a kind) the request needed: 2"
+    )
+    expect(refused).to_have_attribute("title", "forbidden")
+    expect(view).not_to_contain_text("forbidden")
     scopes = view.get_by_role("table", name="Scopes by use")
     assert scopes.get_by_role("columnheader").all_text_contents() == ["Scope", "Checks"]
     expect(scopes.get_by_role("row").nth(1)).to_have_text(re.compile(r"monitor:read\s*3"))
@@ -2090,6 +2163,22 @@ def labelled_alone(scope, *labels: str) -> None:
         control = scope.get_by_label(label, exact=True)
         expect(control).to_have_count(1)
         expect(control).to_have_accessible_name(label)
+
+
+def test_a_keys_usage_says_why_uses_were_refused_in_words(tab, server, org):
+    """A key past its quota: "Refused because the quota was used up: 2", not the code."""
+    metered = make_key(server, org.sdk, "Trial", quota={"requests": 1, "period": "lifetime"})
+    for status in (204, 429, 429):
+        assert server.request("GET", "/api/forward-auth", metered["key"]).status == status
+    wait_for_usage(server, org.sdk, identifier(metered["key"]), 3)
+    page = tab.page
+    use_key(page, org.sdk)
+    row(page, "Trial").get_by_role("button", name="Usage").click()
+    view = page.get_by_role("region", name="Usage of Trial")
+    expect(view.get_by_role("listitem").filter(has_text="Allowed")).to_have_text("Allowed: 1")
+    refused = view.get_by_role("listitem").filter(has_text="Refused")
+    expect(refused).to_have_text("Refused because the quota was used up: 2")
+    expect(refused).to_have_attribute("title", "quota_exceeded")
 
 
 def test_every_control_is_named_by_its_label_alone(tab, server, org):
@@ -2216,14 +2305,18 @@ def test_the_webhooks_view_shows_endpoints_and_deliveries_with_a_retry(
         headers = endpoints.get_by_role("columnheader").all_text_contents()
         assert headers == ["URL", "Events", "Description", "State", "Actions"]
         listed = endpoints.get_by_role("row").filter(has=page.get_by_text(receiver.url))
-        expect(listed.get_by_role("listitem")).to_have_text(["key.created", "key.deleted"])
+        # Events in words, their codes in their titles (what the API's `events` take).
+        events = listed.get_by_role("listitem")
+        expect(events).to_have_text(["Key created", "Key deleted"])
+        expect(events.first).to_have_attribute("title", "key.created")
         expect(listed).to_contain_text("On-call")
         expect(listed).to_contain_text("Enabled, failing")
         listed.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
         expect(page.get_by_role("heading", name="Recent deliveries")).to_be_focused()
         deliveries = page.get_by_role("table", name="Recent deliveries")
         delivery = deliveries.get_by_role("row").filter(has=page.get_by_text("Nightly"))
-        expect(delivery).to_contain_text("key.created")
+        expect(delivery).to_contain_text("Key created")
+        expect(delivery).not_to_contain_text("key.created")
         expect(delivery).to_contain_text("pending")
         expect(delivery.get_by_role("cell", name="500", exact=True)).to_be_visible()
         expect(page.get_by_text("1 most recent of 1 delivery")).to_be_visible()
@@ -2231,8 +2324,8 @@ def test_the_webhooks_view_shows_endpoints_and_deliveries_with_a_retry(
 
         # A retry, once the receiver is back: sent at once, with the same id.
         receiver.answer = lambda request: (204, {})
-        delivery.get_by_role("button", name="Retry key.created of Nightly").click()
-        expect(page.get_by_text("key.created of Nightly will be sent again.")).to_be_visible()
+        delivery.get_by_role("button", name="Retry Key created for Nightly").click()
+        expect(page.get_by_text("Key created for Nightly will be sent again.")).to_be_visible()
         expect(page.get_by_role("heading", name="Recent deliveries")).to_be_focused()
         done = wait_for_delivery(server, org.sdk, endpoint["id"], status="delivered")
         assert {r.headers["webhook-id"] for r in receiver.received} == {done["id"]}
@@ -2573,7 +2666,7 @@ def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
     tab.expect_refusal(429)
     use_key(page, mine["key"])  # its own read, then the list: both of its uses
     expect(row(page, "Two uses")).to_contain_text("0 of 2 uses left for its lifetime")
-    said = policy.REFUSALS[policy.QUOTA_EXCEEDED][1]
+    said = policy.LIFETIME_QUOTA_SPENT
     expect(cell(page, "Two uses", "Usage")).to_have_text(f"— Usage not read: {said}")
     page.get_by_role("button", name="Forget key").click()
     page.get_by_label("API key", exact=True).fill(mine["key"])

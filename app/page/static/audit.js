@@ -1,12 +1,16 @@
 // The audit log (contract section 10): the organization's events, newest first, paged and
-// filtered by action as the API does, each change said as "Name: a → b". A view of its own,
-// in place of the list of keys; only a key holding every scope may read it.
+// filtered by action as the API does, each change said as "Name: a → b" and every detail in
+// words ("Quota: 2 a day", "1 use granted: 0 left before, 1 after"), a webhook endpoint by
+// its URL. A view of its own, in place of the list of keys; only a key holding every scope
+// may read it.
 
-import { NewestRead } from "./api.js";
+import { api, NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
 import { $, describedBy, element, sortedEntries, timeOf, when } from "./dom.js";
+import { eventWords } from "./event-words.js";
 import { loadPage } from "./keys.js";
-import { lacking } from "./session.js";
+import { quotaWords } from "./quota.js";
+import { lacking, session } from "./session.js";
 
 const EVERY_SCOPE = document.body.dataset.scopes.split(" ");
 // Each action's words (app/page's ACTION_WORDS), from the Action filter's options.
@@ -32,7 +36,8 @@ export function offerAudit() {
   describedBy(button);
 }
 
-// A change's field, named as the key dialogs' labels say.
+// A change's field, named as the key dialogs' labels say (a webhook endpoint's as the
+// Webhooks view's columns do).
 const LABELS = {
   name: "Name",
   kind: "Kind",
@@ -42,9 +47,23 @@ const LABELS = {
   allowed_ips: "Allowed IPs",
   rate_limit: "Rate limit",
   metadata: "Metadata",
+  quota: "Quota",
   replacement: "Replaced by",
   grace_seconds: "Grace period (seconds)",
+  url: "URL",
+  events: "Events",
+  description: "Description",
 };
+// The actions whose details are each field's [before, after].
+const CHANGES = new Set(["key.updated", "webhook.updated"]);
+// The actions whose details are what was made: a field at its default is no news there.
+const MADE = new Set(["key.created", "webhook.created"]);
+
+const number = (count) => Number(count).toLocaleString();
+const uses = (count) => `${number(count)} ${count === 1 ? "use" : "uses"}`;
+const moment = (iso) => when.format(new Date(iso));
+// How long before a key's expiry its webhooks were told (app/webhooks/announcements.py).
+const NOTICES = { "7d": "told 7 days before", "1d": "told a day before" };
 
 /** A value of an event's details, as people read it. */
 function said(name, value) {
@@ -54,39 +73,82 @@ function said(name, value) {
   if (typeof value === "boolean") {
     return value ? "yes" : "no";
   }
+  if (name === "events" && Array.isArray(value)) {
+    return value.length ? value.map(eventWords).join(", ") : "none";
+  }
   if (Array.isArray(value)) {
     return value.length ? value.join(", ") : "none";
   }
   if (name === "expires_at") {
-    return when.format(new Date(value));
+    return moment(value);
   }
   if (name === "rate_limit") {
     return `${value.requests} per ${value.seconds} s`;
+  }
+  if (name === "quota") {
+    return quotaWords(value);
   }
   if (typeof value === "object") {
     const members = sortedEntries(value);
     return members.length ? members.map(([key, text]) => `${key}=${text}`).join(", ") : "none";
   }
-  return String(value);
+  return value === "" ? "none" : String(value);
 }
 
-/** What a new key starts with unless told otherwise: not worth a line of its own. */
+/** What a new key or endpoint starts with unless told otherwise: not worth a line. */
 const byDefault = (name, value) =>
   value === null ||
+  value === "" ||
   (name === "enabled" && value === true) ||
   (typeof value === "object" && Object.keys(value).length === 0);
+
+/** The lines of the events whose details are no list of fields: each a sentence. */
+const SENTENCES = {
+  "key.quota": ({ add, set_remaining: left, remaining }) => {
+    const what = add === undefined ? `Uses left set to ${number(left)}` : `${uses(add)} granted`;
+    if (!Array.isArray(remaining)) {
+      return [what];
+    }
+    return [`${what}: ${number(remaining[0])} left before, ${number(remaining[1])} after`];
+  },
+  "key.quota_exhausted": ({ quota }) => [
+    quota ? `Every use of its quota of ${quotaWords(quota)} spent` : "Its quota used up",
+  ],
+  "key.expiring": ({ expires_at: ends, notice }) => [
+    `Expires ${moment(ends)}` + (notice in NOTICES ? `, ${NOTICES[notice]}` : ""),
+  ],
+  "key.expired": ({ expires_at: ended }) => [`Expired ${moment(ended)}`],
+  "webhook.new_secret": ({ previous_secret_expires_at: until }) => [
+    `The previous secret signs until ${moment(until)}`,
+  ],
+  "webhook.disabled": ({ reason, last }) =>
+    [reason, last ? `Last answer: ${last}` : null].filter(Boolean),
+};
+
+/** An event's details in words, one line each. */
+function changes(event) {
+  const details = event.details;
+  if (event.action in SENTENCES && Object.keys(details).length) {
+    return SENTENCES[event.action](details);
+  }
+  const lines = [];
+  for (const [name, value] of Object.entries(details)) {
+    const label = LABELS[name] || name;
+    if (CHANGES.has(event.action) && Array.isArray(value) && value.length === 2) {
+      lines.push(`${label}: ${said(name, value[0])} → ${said(name, value[1])}`);
+    } else if (!(MADE.has(event.action) && byDefault(name, value))) {
+      lines.push(`${label}: ${said(name, value)}`);
+    }
+  }
+  return lines;
+}
 
 function changesCell(event) {
   const cell = element("td");
   cell.dataset.label = "Changes";
   const list = element("ul", undefined, "changes");
-  for (const [name, value] of Object.entries(event.details)) {
-    const label = LABELS[name] || name;
-    if (event.action === "key.updated" && Array.isArray(value) && value.length === 2) {
-      list.append(element("li", `${label}: ${said(name, value[0])} → ${said(name, value[1])}`));
-    } else if (!(event.action === "key.created" && byDefault(name, value))) {
-      list.append(element("li", `${label}: ${said(name, value)}`));
-    }
+  for (const line of changes(event)) {
+    list.append(element("li", line));
   }
   if (list.childElementCount) {
     cell.append(list);
@@ -113,24 +175,75 @@ function keyNamed(name, shown) {
   return said;
 }
 
+// Webhook endpoints by id: the URL each last had in the events read, else in the endpoints
+// list (read once a showing of the log, when an event names an endpoint by its id alone):
+// listed is null until read, false when it could not be.
+const endpoints = { urls: new Map(), listed: null };
+const isWebhook = (event) => event.action.startsWith("webhook.");
+
+/** The URL an event itself gives its endpoint (made, deleted, or its URL changed). */
+function urlOf(event) {
+  const url = event.details.url;
+  return Array.isArray(url) ? url[1] : url;
+}
+
+/** Learn the URL of every endpoint the events name, asking the API at most once. */
+async function learnEndpoints(events) {
+  for (const event of events) {
+    const url = urlOf(event);
+    if (isWebhook(event) && typeof url === "string" && !endpoints.urls.has(event.target)) {
+      endpoints.urls.set(event.target, url);
+    }
+  }
+  const unknown = events.some((event) => isWebhook(event) && !endpoints.urls.has(event.target));
+  // Only an sdk_integration key may read the endpoints, as Webhooks says.
+  if (!unknown || endpoints.listed !== null || session.self.kind !== "sdk_integration") {
+    return;
+  }
+  try {
+    const answer = await api("GET", "api/webhooks");
+    endpoints.listed = new Map(answer.data.map((endpoint) => [endpoint.id, endpoint.url]));
+  } catch {
+    endpoints.listed = false; // the events still show, their endpoints unnamed
+  }
+}
+
+/** A webhook endpoint as an event names it: "Webhook https://...", its id in the title. */
+function endpointNamed(id) {
+  const url = endpoints.urls.get(id) || (endpoints.listed && endpoints.listed.get(id));
+  const said = element("span", undefined, "named");
+  if (url) {
+    said.append("Webhook ", element("code", url, "url"));
+  } else {
+    said.append(endpoints.listed ? "A deleted webhook" : "A webhook");
+  }
+  said.title = id;
+  return said;
+}
+
 function eventRow(event) {
   const row = element("tr");
   const actor =
     event.actor in NOT_KEYS ? NOT_KEYS[event.actor] : keyNamed(event.actor_name, event.actor);
   const action = element("span", ACTION_WORDS.get(event.action) || event.action);
   action.title = event.action;
+  const target = isWebhook(event)
+    ? endpointNamed(event.target)
+    : keyNamed(event.target_name, event.target);
   row.append(
     cellOf("Time", timeOf(event.at)),
     cellOf("Action", action),
     cellOf("Actor", actor),
-    cellOf("Target", keyNamed(event.target_name, event.target)),
+    cellOf("Target", target),
     changesCell(event),
   );
   return row;
 }
 
-// Filters changed quickly show what was chosen last.
+// Filters changed quickly show what was chosen last: the newest read, and the newest
+// showing of what it read (naming its endpoints may take one more read).
 const reads = new NewestRead();
+let showings = 0;
 
 /** Show log.page; false when it could not be read, or a newer read was asked for since. */
 async function loadEvents() {
@@ -139,6 +252,7 @@ async function loadEvents() {
     query.set("action", log.action);
   }
   const table = $("audit-table");
+  const showing = ++showings;
   let answer;
   try {
     answer = await reads.get(`api/audit?${query}`, table);
@@ -150,6 +264,10 @@ async function loadEvents() {
     return false; // a newer read is on its way
   }
   auditError.clear();
+  await learnEndpoints(answer.data);
+  if (showing !== showings) {
+    return false; // a newer read, or the log was left
+  }
   const rows = answer.data.map(eventRow);
   if (rows.length === 0) {
     const chosen = $("audit-action").selectedOptions[0];
@@ -170,6 +288,9 @@ async function loadEvents() {
 /** Out of the audit log (if shown), which starts afresh next time. */
 export function closeAudit() {
   reads.dropAll();
+  showings += 1;
+  endpoints.urls.clear();
+  endpoints.listed = null;
   $("audit").hidden = true;
   Object.assign(log, { page: 1, action: "" });
   $("audit-action").value = "";

@@ -19,9 +19,10 @@
 //                   metadata
 //   audit.js        the audit log
 //   webhooks.js     the webhook endpoints and their recent deliveries, with a retry
+//   event-words.js  the key events webhooks take, in words ("Key created")
 //   new-key.js      a new key, shown once
 //
-// They import one another in one direction, never in a circle (tests/test_page.py).
+// They import one another in one direction, never in a circle (tests/test_page_modules.py).
 
 import "./key-dialogs.js";
 import "./usage.js";

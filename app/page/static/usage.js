@@ -11,6 +11,16 @@ import { number, usageChart, usageWords } from "./usage-chart.js";
 import { clearQuota, showQuotaNow } from "./usage-quota.js";
 
 const view = { key: null, opener: null, unused: [] };
+// Why uses were refused, by the code the usage counts them under (app/access/policy.py's
+// refusals, and forbidden for a scope or a kind the request needed), in words.
+const REFUSED_BECAUSE = {
+  expired_key: "the key had expired",
+  disabled_key: "the key was disabled",
+  ip_not_allowed: "the address is not one the key allows",
+  rate_limited: "the key's rate limit was reached",
+  quota_exceeded: "the quota was used up",
+  forbidden: "the key lacked a scope (or a kind) the request needed",
+};
 const usageError = new Fields($("usage-error"));
 // The buckets are UTC days: their dates are said as UTC sees them.
 const day = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short", timeZone: "UTC" });
@@ -67,10 +77,15 @@ function show(usage) {
     `${usageWords(usage)}, from ${dates[0]} to ${dates[2]} (UTC days).`;
 
   const codes = Object.entries(usage.total.refused).sort(([, a], [, b]) => b - a);
-  const refused = codes.map(([code, count]) => `${code} ${number(count)}`).join(", ");
+  const refused = codes.map(([code, count]) => {
+    const why = code in REFUSED_BECAUSE ? `because ${REFUSED_BECAUSE[code]}` : `(${code})`;
+    const item = element("li", `Refused ${why}: ${number(count)}`);
+    item.title = code;
+    return item;
+  });
   $("usage-totals").replaceChildren(
     element("li", `Allowed: ${number(usage.total.allowed)}`),
-    element("li", `Refused: ${refused || "none"}`),
+    ...(refused.length ? refused : [element("li", "Refused: none")]),
   );
 
   const checked = Object.entries(usage.scopes).sort(([, a], [, b]) => b - a);

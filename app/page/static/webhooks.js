@@ -5,6 +5,7 @@
 import { api, NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
 import { $, describedBy, element, timeOf } from "./dom.js";
+import { eventWords } from "./event-words.js";
 import { loadPage } from "./keys.js";
 import { session } from "./session.js";
 
@@ -31,10 +32,17 @@ function cellOf(label, content) {
   return cell;
 }
 
+/** An event type in words, its code in its title (what the API's `events` take). */
+function eventItem(type) {
+  const item = element("li", eventWords(type));
+  item.title = type;
+  return item;
+}
+
 function endpointRow(endpoint) {
   const row = element("tr");
   const events = element("ul", undefined, "changes");
-  events.append(...endpoint.events.map((type) => element("li", type)));
+  events.append(...endpoint.events.map(eventItem));
   const state = endpoint.enabled
     ? endpoint.failing_since
       ? "Enabled, failing"
@@ -87,14 +95,16 @@ function deliveryRow(delivery) {
       ? String(delivery.last_status)
       : delivery.last_error || (delivery.tries ? "none" : "not tried yet");
   const actions = element("td", undefined, "row-actions");
+  const event = element("span", eventWords(delivery.event));
+  event.title = delivery.event;
   const retry = element("button", "Retry");
   retry.type = "button";
-  retry.setAttribute("aria-label", `Retry ${delivery.event} of ${key.name}`);
+  retry.setAttribute("aria-label", `Retry ${eventWords(delivery.event)} for ${key.name}`);
   retry.addEventListener("click", () => retryDelivery(delivery, retry));
   actions.append(retry);
   row.append(
     cellOf("Time", timeOf(delivery.created)),
-    cellOf("Event", delivery.event),
+    cellOf("Event", event),
     cellOf("Key", key.name),
     cellOf("Status", delivery.status),
     cellOf("Tries", String(delivery.tries)),
@@ -156,7 +166,7 @@ async function retryDelivery(delivery, button) {
     return;
   }
   $("retry-status").textContent =
-    `${delivery.event} of ${delivery.payload.data.key.name} will be sent again.`;
+    `${eventWords(delivery.event)} for ${delivery.payload.data.key.name} will be sent again.`;
   await loadDeliveries();
   $("deliveries-title").focus();
 }
