@@ -278,7 +278,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # have no quota. 0007 added nullable columns to organizations (no policy): keys are stored as
 # before. 0008 rewrote values of allowed_ips: keys are stored as before. 0009 added nullable
 # columns to audit_events: keys are stored as before. 0010 added the
-# webhooks' tables: keys are stored as before.
+# webhooks' tables: keys are stored as before. 0011 added idempotent_answers, a table of its
+# own: keys are stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -290,6 +291,7 @@ STORE_KEYS_AT = {
     "0008": insert_first_revision_keys,
     "0009": insert_first_revision_keys,
     "0010": insert_first_revision_keys,
+    "0011": insert_first_revision_keys,
 }
 
 

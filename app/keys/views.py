@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, url_for
 
+from app import idempotency
 from app.access import auth
 from app.http.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.http.request_body import has_body, json_object, query_arguments
@@ -71,8 +72,10 @@ def list_keys():
         response=schemas.KeyOutput,
         body=schemas.CreateKey,
         headers=LOCATION,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def create_key():
     data = schemas.create_key.load(json_object())
     key, full_key = service.create_key(auth.caller(), data)
@@ -170,8 +173,10 @@ def delete_key(reference: str):
         body=schemas.RotateKey,
         body_required=False,
         headers=LOCATION,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def rotate_key(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)
@@ -195,8 +200,10 @@ def rotate_key(reference: str):
         (*KEYS_REQUEST, 404, *WITH_BODY, 409),
         response=schemas.KeyOutput,
         body=quota_schemas.Grant,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def grant_quota(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)

@@ -280,3 +280,28 @@ class KeyAnnouncement(db.Model):
     notice: Mapped[str] = mapped_column(String(20), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(primary_key=True)
     announced: Mapped[datetime]
+
+
+class IdempotentAnswer(db.Model):
+    """What a write retried with the same `Idempotency-Key` answers (app/idempotency.py): the
+    first request's claim, then its answer, for 24 hours. Found by `lookup`, a digest
+    derived from the caller and the Idempotency-Key (never the key itself); the answer
+    sealed under a key derived from the Idempotency-Key alone (AES-GCM), so that what the
+    table holds opens for no one who does not send that key again. The primary key is what
+    makes one of concurrent requests the first."""
+
+    __tablename__ = "idempotent_answers"
+
+    lookup: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)
+    # An HMAC of the request (method, path, body) under a key derived like the lookup's:
+    # another request with the same Idempotency-Key is told apart from a retry.
+    fingerprint: Mapped[bytes] = mapped_column(LargeBinary(32))
+    created: Mapped[datetime]
+    # The sealed answer (nonce, then AES-GCM's ciphertext and tag); None: the first request
+    # is still running.
+    answer: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+    __table_args__ = (
+        # The removal of answers older than 24 hours.
+        Index("ix_idempotent_answers_created", "created"),
+    )
