@@ -45,7 +45,7 @@ from werkzeug.local import LocalProxy
 
 from app.access import auth, policy
 from app.access.limits import Allowance
-from app.domain import credentials
+from app.domain import credentials, keyformat
 from app.domain.scopes import SCOPES, to_bits, to_names
 from app.http import errors
 from app.http.errors import RETRY_SHORTLY, ApiError
@@ -203,7 +203,9 @@ class _Remote:
         self.organization: str | None = None
 
     def check(self) -> CheckedKey:
-        presented = credentials.presented(request.headers.get("Authorization"))
+        # A host (remote mode) without KEY_PREFIX: the service's default.
+        prefix = current_app.config.get("KEY_PREFIX", keyformat.DEFAULT_PREFIX)
+        presented = credentials.presented(request.headers.get("Authorization"), prefix)
         if presented is None:
             raise auth.unauthorized()
         address = request.remote_addr

@@ -32,6 +32,8 @@ KEY_ACTIONS = (
     "key.deleted",
     "key.revoked",
     "key.quota",
+    # A key brought in from elsewhere (app/keys/imports.py), one event per key.
+    "key.imported",
     # A quota used up in its period, announced once (app/webhooks/sender.py).
     "key.quota_exhausted",
     # Announced before and at a key's expires_at, for organizations with webhooks that

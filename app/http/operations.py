@@ -52,7 +52,9 @@ ERROR_MEANINGS = {
     "organization holds the most keys its policy allows (`key_limit_reached`); an "
     "organization has 20 webhook endpoints already (`webhook_limit_reached`); a try of the "
     "webhook delivery is under way (`delivery_in_progress`); the first request with this "
-    "`Idempotency-Key` is still running (`idempotency_in_progress`, with `Retry-After`).",
+    "`Idempotency-Key` is still running (`idempotency_in_progress`, with `Retry-After`); "
+    "an imported key the service already knows (`key_exists`); a shown form that several "
+    "imported keys share (`ambiguous_key`: name one by its identifier).",
     413: "The request body is larger than 64 KiB.",
     414: "The request line is longer than the server accepts.",
     415: "The request body is not sent as application/json.",
@@ -86,6 +88,8 @@ PROBLEM_CODES = {
         "webhook_limit_reached",
         "delivery_in_progress",
         "idempotency_in_progress",
+        "key_exists",
+        "ambiguous_key",
     ),
     422: ("validation_error", "idempotency_key_reused"),
     429: ("rate_limited", "quota_exceeded"),

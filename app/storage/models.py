@@ -104,6 +104,9 @@ class ApiKey(db.Model):
     quota_requests: Mapped[int | None]
     quota_period: Mapped[str | None] = mapped_column(String(10))
     quota_counter: Mapped[str | None] = mapped_column(String(64))
+    # How an imported key is shown (app/keys/imports.py): its first 8 characters and
+    # `...`, or `imported:` and 8 hexadecimal digits of its digest; None: `<identifier>...`.
+    shown: Mapped[str | None] = mapped_column(String(20))
 
     __table_args__ = (
         # Listing: one organization's keys, oldest first, ties by identifier.
@@ -112,6 +115,8 @@ class ApiKey(db.Model):
         # The list filters state= and unused_since=.
         Index("ix_api_keys_expiry", "organization_id", "expires_at"),
         Index("ix_api_keys_last_used", "organization_id", "last_used"),
+        # An imported key named by its shown form.
+        Index("ix_api_keys_shown", "organization_id", "shown"),
         CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
     )
 
