@@ -1,10 +1,11 @@
 """The operator's commands: `flask first-start`, `flask org create`, `flask org list`,
 `flask org policy`, `flask key create`, `flask key list`, `flask key delete`,
-`flask audit export`."""
+`flask keys import`, `flask keys export`, `flask audit export`."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import click
 from flask import Flask, current_app
@@ -17,8 +18,8 @@ from app.bootstrap import NOTICE, NOTICE_ONE, describe_keys, first_start
 from app.domain.scopes import KINDS, SCOPES
 from app.domain.timestamps import iso
 from app.http.arguments import Timestamp
-from app.http.errors import flatten
-from app.keys import bodies, operator, schemas
+from app.http.errors import ApiError, flatten
+from app.keys import bodies, imports, operator, schemas
 from app.organizations import policy as organization_policy
 from app.organizations import schemas as organization_schemas
 from app.storage import queries
@@ -27,6 +28,7 @@ from app.storage.database import SchemaNotCurrent, register_migrations, upgrade_
 org = AppGroup("org", help="Manage organizations.")
 key = AppGroup("key", help="Mint, list and delete keys as the operator.")
 audit_log = AppGroup("audit", help="Read the audit log.")
+keys = AppGroup("keys", help="Bring keys in from JSON lines, or write them out as JSON lines.")
 
 
 def _one_line(error: ValidationError) -> str:
@@ -322,6 +324,92 @@ def export_audit(organization: str, since: str | None) -> None:
         raise click.ClickException(str(error)) from None
 
 
+def _entries(
+    lines: click.utils.LazyFile, organization: str | None
+) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
+    """The file's keys by organization (`organization`, else each line's own), loaded, and
+    the line of each; every refused line said, one a line, and nothing written."""
+    by_organization: dict[str, list[dict]] = {}
+    numbers: dict[str, list[int]] = {}
+    refused = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict):
+            refused.append(f"line {number}: not a JSON object")
+            continue
+        name = organization or entry.get("organization")
+        if not isinstance(name, str) or not name.strip():
+            refused.append(f"line {number}: no organization: give --organization NAME")
+            continue
+        try:
+            data = schemas.imported_key.load(entry)
+        except ValidationError as error:
+            messages = flatten(error.normalized_messages())
+            refused += [f"line {number}: {field}: {' '.join(t)}" for field, t in messages.items()]
+            continue
+        by_organization.setdefault(name.strip(), []).append(data)
+        numbers.setdefault(name.strip(), []).append(number)
+    if refused:
+        raise click.ClickException("nothing was imported:\n" + "\n".join(refused))
+    return by_organization, numbers
+
+
+@keys.command("import")
+@click.argument("file", type=click.File("r"))
+@click.option(
+    "--organization",
+    help="The organization every key goes to; without it, each line's `organization` "
+    "(as `flask keys export` writes it). One that does not exist is made, without keys.",
+)
+def import_keys(file: click.utils.LazyFile, organization: str | None) -> None:
+    """Bring in the keys of FILE (JSON lines, `-` for standard input): each line a key with
+    its full `key` or its `key_sha256`, and a create's fields, as POST /api/keys/import
+    takes them, any number of lines, all or none. The operator is bound by no key's rules."""
+    if organization is not None:
+        organization = _organization_name("--organization", organization)
+    by_organization, numbers = _entries(file, organization)
+    if not by_organization:
+        raise click.ClickException("the file holds no key: nothing was imported")
+    lines = [number for each in numbers.values() for number in each]
+    _prepare_database()
+    try:
+        done = imports.operator_import(by_organization)
+    except ApiError as refusal:
+        said = [
+            re.sub(r"keys\[(\d+)\]", lambda m: f"line {lines[int(m[1])]}", field)
+            + ": "
+            + " ".join(texts)
+            for field, texts in (refusal.errors or {}).items()
+        ]
+        raise click.ClickException(
+            "nothing was imported: " + "\n".join(said or [refusal.description])
+        ) from None
+    for name, made in done.items():
+        noun = "key" if len(made) == 1 else "keys"
+        click.echo(f'Imported {len(made)} {noun} into organization "{name}".')
+
+
+@keys.command("export")
+@click.option("--organization", help="The organization whose keys to write; without it, all.")
+def export_keys(organization: str | None) -> None:
+    """Write keys as JSON lines, oldest first: each as the API shows it, with its
+    `identifier`, `organization` and SHA-256 digest (`key_sha256`), never a full key;
+    `flask keys import` brings them in again."""
+    if organization is not None:
+        organization = _organization_name("--organization", organization)
+    _prepare_database()
+    try:
+        for line in imports.exported(organization):
+            click.echo(json.dumps(line))
+    except LookupError as error:
+        raise click.ClickException(str(error)) from None
+
+
 class Commands(AppGroup):
     """The application's commands. `flask db ...` (Flask-Migrate) is bound when it is asked
     for: it imports alembic, 10 MB that a worker serving the API never uses."""
@@ -346,4 +434,5 @@ def register(app: Flask) -> None:
     app.cli.add_command(org)
     app.cli.add_command(key)
     app.cli.add_command(audit_log)
+    app.cli.add_command(keys)
     app.cli.add_command(first_start_command)

@@ -26,7 +26,9 @@ DEFAULTS: dict[str, Any] = {
     "SQLALCHEMY_ENGINE_OPTIONS": {"hide_parameters": True},
     # Request bodies over 64 KiB are refused with 413.
     "MAX_CONTENT_LENGTH": 64 * 1024,
-    "KEY_PREFIX": "ak_",
+    # POST /api/keys/import's body: 1,000 keys with every field set fit in 4 MiB.
+    "IMPORT_MAX_CONTENT_LENGTH": 4 * 1024 * 1024,
+    "KEY_PREFIX": keyformat.DEFAULT_PREFIX,
     "LAST_USED_RESOLUTION": 60,
     "RATELIMIT_ENABLED": True,
     "RATELIMIT_STORAGE_URI": "host://",

@@ -45,7 +45,7 @@ from werkzeug.local import LocalProxy
 
 from app.access import auth, policy
 from app.access.limits import Allowance
-from app.domain import credentials
+from app.domain import credentials, keyformat
 from app.domain.scopes import SCOPES, to_bits, to_names
 from app.http import errors
 from app.http.errors import RETRY_SHORTLY, ApiError
@@ -203,8 +203,10 @@ class _Remote:
         self.organization: str | None = None
 
     def check(self) -> CheckedKey:
+        # A host (remote mode) without KEY_PREFIX: the service's default.
+        prefix = current_app.config.get("KEY_PREFIX", keyformat.DEFAULT_PREFIX)
         header = request.headers.get("Authorization")
-        presented = credentials.presented(header)
+        presented = credentials.presented(header, prefix)
         if presented is None:
             raise auth.unrecognised(header)
         address = request.remote_addr

@@ -280,6 +280,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # columns to audit_events: keys are stored as before. 0010 added the
 # webhooks' tables: keys are stored as before. 0011 added the identities' table and two
 # columns of api_keys with defaults (no identity, bound by nothing): keys are stored as before.
+# 0012 added idempotent_answers, a table of its own: keys are stored as before. 0013 added a
+# nullable column (an imported key's shown form): keys stored without it are shown as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -292,6 +294,8 @@ STORE_KEYS_AT = {
     "0009": insert_first_revision_keys,
     "0010": insert_first_revision_keys,
     "0011": insert_first_revision_keys,
+    "0012": insert_first_revision_keys,
+    "0013": insert_first_revision_keys,
 }
 
 

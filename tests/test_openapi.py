@@ -249,6 +249,11 @@ def test_operations_name_the_keys_they_need(document):
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == set(KINDS), (path, method)
                 continue
+            if path == "/api/keys/import":  # contract section 25: sdk_integration keys
+                roles = {role for need in operation["security"] for [role] in need.values()}
+                assert roles == {"sdk_integration"}, (path, method)
+                assert "any other: 403" in operation["description"]
+                continue
             if path == "/api/organization":  # contract section 21: sdk_integration keys
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == {"sdk_integration"}, (path, method)

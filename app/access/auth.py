@@ -188,7 +188,7 @@ def authenticate(
     key's own limit and quota and is in no key's usage; spend() makes it a use later."""
     limits.attempt()  # a failed authentication unless the key proves valid
     header = request.headers.get("Authorization")
-    presented = credentials.presented(header)
+    presented = credentials.presented(header, current_app.config["KEY_PREFIX"])
     valid = presented is not None and presented.scheme in schemes
     holder = found(presented.key, organization_id, facts) if valid else None
     if holder is None:

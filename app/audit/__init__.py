@@ -32,6 +32,8 @@ KEY_ACTIONS = (
     "key.deleted",
     "key.revoked",
     "key.quota",
+    # A key brought in from elsewhere (app/keys/imports.py), one event per key.
+    "key.imported",
     # A quota used up in its period, recorded once, by the use that used it up
     # (app/webhooks/announcements.py).
     "key.quota_exhausted",

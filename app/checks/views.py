@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from flask import Blueprint, request
+from flask import Blueprint, current_app, request
 
 from app.access import auth, limits, policy
 from app.checks import schemas
@@ -216,7 +216,7 @@ def introspect():
     body = schemas.introspection.load(form_or_json_object())
     token = body["token"]
     holder = None
-    if keyformat.is_full_key(token):
+    if keyformat.is_presentable(token, current_app.config["KEY_PREFIX"]):
         holder = auth.found(token, asker.organization_id, facts=True)
     if holder is None:
         auth.checked(auth.INTROSPECTION, auth.UNAUTHORIZED)

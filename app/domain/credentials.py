@@ -74,12 +74,19 @@ def scheme_of(header: str | None) -> str | None:
     return scheme.lower() if value.strip(" 	") else None
 
 
-def presented(header: str | None) -> Presented | None:
+def presented(header: str | None, prefix: str | None = None) -> Presented | None:
     """The key of `Basic base64(<key>:)` (password ignored; no colon: the key alone) or
     `Bearer <key>`; None for no header, another scheme, an unreadable value, or a value
-    that is not a well-formed key (so the database is not asked)."""
+    that is not a well-formed key (so the database is not asked). Given this service's key
+    `prefix`, a value that may be a key made elsewhere and imported is a key too
+    (keyformat.is_presentable); one with this service's shape and prefix still needs its
+    checksum."""
     offer = offered(header)
-    return offer if offer is not None and keyformat.is_full_key(offer.key) else None
+    if offer is None:
+        return None
+    if prefix is None:
+        return offer if keyformat.is_full_key(offer.key) else None
+    return offer if keyformat.is_presentable(offer.key, prefix) else None
 
 
 def offered(header: str | None) -> Presented | None:

@@ -10,6 +10,13 @@ A key is ``<identifier><secret><checksum>``:
 
 The secret and checksum have a fixed length, so a key splits from its end: changing the
 prefix never breaks the keys made before.
+
+A key made elsewhere and imported (CONTRACT.md section 25) is any 16 to 256 printable ASCII
+characters: it is looked up by its digest like a native key, without a checksum to refuse it
+first (the failed-authentication limit per address is what bounds guessing). It has an
+identifier of its own, ``imported_`` and 12 random base62 characters, drawn here and never
+derived from the key; it is shown as its first 8 characters and ``...``, or, imported by its
+digest alone, as ``imported:`` and the first 8 hexadecimal digits of its digest.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ CHECKSUM_LENGTH = 6
 TAIL_LENGTH = SECRET_LENGTH + CHECKSUM_LENGTH
 MIN_IDENTIFIER_LENGTH = 8
 MAX_IDENTIFIER_LENGTH = 64
+# The prefix of the keys this service makes unless KEY_PREFIX says another.
+DEFAULT_PREFIX = "ak_"
 # What list and get responses append to an identifier in place of the secret.
 SHOWN_SUFFIX = "..."
 
@@ -36,6 +45,17 @@ _IDENTIFIER = re.compile(f"[A-Za-z0-9_]{{{MIN_IDENTIFIER_LENGTH},{MAX_IDENTIFIER
 _FULL_KEY = re.compile(
     f"[A-Za-z0-9_]{{{MIN_IDENTIFIER_LENGTH + TAIL_LENGTH},{MAX_IDENTIFIER_LENGTH + TAIL_LENGTH}}}"
 )
+
+
+# Keys made elsewhere: any format of this many printable ASCII characters.
+MIN_FOREIGN_LENGTH = 16
+MAX_FOREIGN_LENGTH = 256
+_FOREIGN_KEY = re.compile(f"[\\x20-\\x7e]{{{MIN_FOREIGN_LENGTH},{MAX_FOREIGN_LENGTH}}}")
+IMPORTED_PREFIX = "imported_"
+# An imported key's shown form: so many of its first characters and `...`, or this and so
+# many hexadecimal digits of its digest.
+SHOWN_CHARACTERS = 8
+SHOWN_DIGEST = "imported:"
 
 
 def _base62(number: int, width: int) -> str:
@@ -74,6 +94,48 @@ def is_full_key(value: str) -> bool:
         _FULL_KEY.fullmatch(value) is not None
         and _checksum(value[:-CHECKSUM_LENGTH]) == value[-CHECKSUM_LENGTH:]
     )
+
+
+def has_native_form(value: str, prefix: str) -> bool:
+    """True when `value` begins with this service's configured key prefix: a key of this
+    service or none, its shape and checksum alone decide (a mistyped or cut key, refused
+    unread); no key made elsewhere is taken with that prefix."""
+    return value.startswith(prefix)
+
+
+def is_foreign_key(value: str, prefix: str) -> bool:
+    """True when `value` may be a key made elsewhere (16 to 256 printable ASCII characters)
+    and is not one of this service's form: neither a well-formed key, nor one with its shape
+    and `prefix` and a wrong checksum, nor a key's shown form (`<identifier>...`: a name
+    of a key, never a key)."""
+    return (
+        _FOREIGN_KEY.fullmatch(value) is not None
+        and not has_native_form(value, prefix)
+        and not is_full_key(value)
+        and not is_shown_form(value)
+    )
+
+
+def is_presentable(value: str, prefix: str) -> bool:
+    """True when `value` is worth one indexed read: a well-formed key of this service, or
+    one that may have been made elsewhere and imported."""
+    return is_full_key(value) or is_foreign_key(value, prefix)
+
+
+def new_imported_identifier() -> str:
+    """A fresh identifier for an imported key whose own cannot serve: random, never derived
+    from the key."""
+    return IMPORTED_PREFIX + _random(IDENTIFIER_RANDOM_LENGTH)
+
+
+def shown_foreign(full_key: str) -> str:
+    """How an imported key of a foreign format is shown: its first 8 characters and `...`."""
+    return full_key[:SHOWN_CHARACTERS] + SHOWN_SUFFIX
+
+
+def shown_digest(key_digest: bytes) -> str:
+    """How a key imported by its digest alone is shown."""
+    return SHOWN_DIGEST + key_digest.hex()[:SHOWN_CHARACTERS]
 
 
 def digest(full_key: str) -> bytes:

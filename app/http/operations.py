@@ -51,12 +51,17 @@ ERROR_MEANINGS = {
     "a rotated key cannot be rotated again nor its end postponed (`already_rotated`); the "
     "organization holds the most keys its policy allows (`key_limit_reached`); an "
     "organization has 20 webhook endpoints already (`webhook_limit_reached`); a try of the "
-    "webhook delivery is under way (`delivery_in_progress`).",
+    "webhook delivery is under way (`delivery_in_progress`); the first request with this "
+    "`Idempotency-Key` is still running (`idempotency_in_progress`, with `Retry-After`); "
+    "an imported key the service already knows (`key_exists`); a shown form that several "
+    "imported keys share (`ambiguous_key`: name one by its identifier).",
     413: "The request body is larger than 64 KiB.",
     414: "The request line is longer than the server accepts.",
     415: "The request body is not sent as application/json.",
     417: "The request's Expect header cannot be met.",
-    422: "A field or query parameter is refused; `errors` names each with its messages.",
+    422: "A field or query parameter is refused; `errors` names each with its messages; an "
+    "`Idempotency-Key` used in the last 24 hours for another request "
+    "(`idempotency_key_reused`).",
     429: "An abuse limit, or the key's own `rate_limit` (`rate_limited`), or its quota "
     "(`quota_exceeded`) refused the request; retry after `Retry-After` seconds (absent for a "
     "`lifetime` quota, which is never renewed).",
@@ -82,7 +87,11 @@ PROBLEM_CODES = {
         "no_quota",
         "webhook_limit_reached",
         "delivery_in_progress",
+        "idempotency_in_progress",
+        "key_exists",
+        "ambiguous_key",
     ),
+    422: ("validation_error", "idempotency_key_reused"),
     429: ("rate_limited", "quota_exceeded"),
 }
 RETRY_AFTER = {
@@ -131,6 +140,26 @@ ERROR_HEADERS = {
     503: {"Retry-After": RETRY_AFTER},
 }
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
+# The request header of a write that a retry may repeat safely (app/idempotency.py), and
+# what marks its replayed answer.
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "1 to 255 printable ASCII characters, a random one (a UUID) per request: "
+    "the same key from the same calling key within 24 hours answers what the first request "
+    "answered (status, body, the full key of a create included, `Location`), without doing "
+    "it again; another request with it: 422 `idempotency_key_reused`; while the first still "
+    "runs: 409 `idempotency_in_progress`. Refusals are not kept: a retry of one runs anew.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+}
+IDEMPOTENT_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "`true` on an answer replayed for a retry with the same `Idempotency-Key`.",
+        "required": False,
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -158,6 +187,8 @@ class Operation:
     # Where one view answers several methods alike, the ids of the methods whose id is not
     # the view's name.
     operation_ids: Mapping[str, str] | None = None
+    # It takes `Idempotency-Key` (app/idempotency.py): a retry answers what the first did.
+    idempotent: bool = False
 
 
 View = TypeVar("View", bound=Callable[..., Any])

@@ -5,9 +5,11 @@ field is looked at), and the query string."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
-from flask import request
+from flask import current_app, request
 
 from app.http.errors import ApiError, invalid
 
@@ -83,3 +85,19 @@ def query_arguments() -> dict[str, Any]:
     if twice:
         raise invalid(twice)
     return {name: values[0] for name, values in request.args.lists()}
+
+
+def larger_body(setting: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A view whose body may be larger than MAX_CONTENT_LENGTH: up to the configuration's
+    `setting` bytes (413 past it), for what must come in one request (an import's 1,000
+    keys)."""
+
+    def allow(view: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(view)
+        def allowed(*args: Any, **kwargs: Any) -> Any:
+            request.max_content_length = current_app.config[setting]
+            return view(*args, **kwargs)
+
+        return allowed
+
+    return allow

@@ -21,7 +21,7 @@ def dump_key(key: Key) -> dict:
     there until it is added here."""
     quota = key.quota
     return {
-        "key": keyformat.shown(key.identifier),
+        "key": key.shown or keyformat.shown(key.identifier),
         "name": key.name,
         "kind": key.kind,
         "scopes": list(to_names(key.scope_bits)),

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import delete
 
 from app import audit
@@ -65,14 +66,39 @@ def _locked(caller: Caller, key: Key) -> Iterator[Key]:
         raise
 
 
+def _by_shown(organization_id: int, shown: str) -> Key | None:
+    """The organization's imported key shown as `shown`; None for none; 409
+    `ambiguous_key`, naming each by its identifier, when several are shown so (keys of one
+    format that begin alike)."""
+    keys = queries.keys_shown(organization_id, shown)
+    if len(keys) > 1:
+        names = ", ".join(keyformat.shown(key.identifier) for key in keys)
+        raise ApiError(
+            409,
+            "ambiguous_key",
+            f"Several keys of your organization are shown as {shown}: name one by its "
+            f"identifier ({names}), or by its full value.",
+        )
+    return keys[0] if keys else None
+
+
 def key_named(organization_id: int, reference: str) -> Key | None:
-    """The organization's key named by `reference` (its full value, identifier or
-    `<identifier>...`); None for any other."""
+    """The organization's key named by `reference`: its full value (made here, or made
+    elsewhere and imported), its identifier, `<identifier>...`, or an imported key's shown
+    form; None for any other."""
     if keyformat.is_full_key(reference):
         return queries.key_by_digest(organization_id, keyformat.digest(reference))
     identifier = reference.removesuffix(keyformat.SHOWN_SUFFIX)
     if keyformat.is_identifier(identifier):
-        return queries.key_by_identifier(organization_id, identifier)
+        key = queries.key_by_identifier(organization_id, identifier)
+        if key is not None:
+            return key
+    if reference.endswith(keyformat.SHOWN_SUFFIX) or reference.startswith(keyformat.SHOWN_DIGEST):
+        key = _by_shown(organization_id, reference)
+        if key is not None:
+            return key
+    if keyformat.is_foreign_key(reference, current_app.config["KEY_PREFIX"]):
+        return queries.key_by_digest(organization_id, keyformat.digest(reference))
     return None
 
 
@@ -252,8 +278,9 @@ def revoke_leaked(keys: list[str]) -> None:
     """Delete every key of `keys` that exists, whoever holds it, as reported leaked (holding
     a key is the right to end it); each one recorded as revoked by a leak report. Nothing
     says which existed."""
-    for full_key in dict.fromkeys(keys):  # each key once
-        if not keyformat.is_full_key(full_key):
+    prefix = current_app.config["KEY_PREFIX"]
+    for full_key in dict.fromkeys(keys):  # each key once, made here or imported
+        if not keyformat.is_presentable(full_key, prefix):
             continue
         statement = (
             delete(KEYS)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from flask import Blueprint, url_for
 
+from app import idempotency
 from app.access import auth
+from app.domain.scopes import SDK_INTEGRATION
 from app.http.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
-from app.http.request_body import has_body, json_object, query_arguments
-from app.keys import bodies, schemas, service
+from app.http.request_body import has_body, json_object, larger_body, query_arguments
+from app.keys import bodies, imports, schemas, service
 from app.quotas import schemas as quota_schemas
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
@@ -71,13 +73,52 @@ def list_keys():
         response=schemas.KeyOutput,
         body=schemas.CreateKey,
         headers=LOCATION,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def create_key():
     data = schemas.create_key.load(json_object())
     key, full_key = service.create_key(auth.caller(), data)
     location = url_for("keys.get_key", reference=key.identifier)
     return bodies.created_key(key, full_key), 201, {"Location": location}
+
+
+@bp.post("/import")
+@documented(
+    Operation(
+        "Import API keys",
+        "Bring in 1 to 1,000 keys made elsewhere (or exported from another API Keys "
+        "Service), all or none: each with its full `key` (16 to 256 printable ASCII "
+        "characters, any format) or its SHA-256 digest (`key_sha256`: 64 hexadecimal digits, "
+        "or base64), a create's fields, and `created` and `last_used` (not in the future; "
+        "`expires_at` may be past: the key comes in expired). An entry refused: 422 naming "
+        "each as `keys[<index>].<field>`; a key the service already knows, in any "
+        "organization: 409 `key_exists` naming the entry. Each key is within the caller's "
+        "scopes, place, time, rate and quota (403 `scope_exceeds_caller` or "
+        "`exceeds_caller`, naming the entry and field; where an entry names none, it takes "
+        "the caller's), and the organization's policy, as a create is (403 "
+        "`organization_policy`; 409 `key_limit_reached`). Recorded as one `key.imported` "
+        "event per key. An imported key authenticates at every door like a key made here; it "
+        "is shown as its first 8 characters and `...`, or, imported by its digest alone, as "
+        "`imported:` and 8 hexadecimal digits of the digest. Needs an `sdk_integration` key "
+        "(any other: 403 `forbidden`). The body may be up to 4 MiB.",
+        201,
+        "How many keys came in, and each as the API shows it (never a full key).",
+        (*KEYS_REQUEST, *WITH_BODY, 409),
+        response=schemas.ImportedKeys,
+        body=schemas.ImportKeys,
+        roles=(SDK_INTEGRATION,),
+        idempotent=True,
+    )
+)
+@larger_body("IMPORT_MAX_CONTENT_LENGTH")
+@idempotency.idempotent
+def import_keys():
+    caller = auth.caller()
+    imports.require_importer(caller)
+    keys = imports.import_keys(caller, schemas.load_import(json_object()))
+    return {"imported": len(keys), "keys": [bodies.dump_key(key) for key in keys]}, 201
 
 
 @bp.get("/<reference>")
@@ -170,8 +211,10 @@ def delete_key(reference: str):
         body=schemas.RotateKey,
         body_required=False,
         headers=LOCATION,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def rotate_key(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)
@@ -195,8 +238,10 @@ def rotate_key(reference: str):
         (*KEYS_REQUEST, 404, *WITH_BODY, 409),
         response=schemas.KeyOutput,
         body=quota_schemas.Grant,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def grant_quota(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)

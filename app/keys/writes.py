@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from flask import current_app
 from sqlalchemy import bindparam, delete, insert, update
@@ -32,6 +33,17 @@ UPDATE = update(KEYS).where(KEYS.c.identifier == bindparam("key"))
 DELETE = delete(KEYS).where(KEYS.c.identifier == bindparam("key"))
 _METADATA = KeyMetadata.__table__
 _INSERT_KEY = insert(KEYS).returning(KEYS.c.id)
+
+
+class Imported(NamedTuple):
+    """A key made elsewhere, as an import writes it (app/keys/imports.py): its identifier,
+    digest and shown form (None: `<identifier>...`), and when it was made and last used."""
+
+    identifier: str
+    digest: bytes
+    shown: str | None
+    created: datetime
+    last_used: datetime | None
 
 
 def rate_limit_columns(data: dict | None) -> dict[str, int | None]:
@@ -81,29 +93,39 @@ def add_key(
     actor_key: Caller | None = None,
     identity: HeldBy | None = None,
     bound_by: Sequence[Bound] = (),
+    imported: Imported | None = None,
 ) -> tuple[Key, str]:
     """A new key in the session's transaction, with its key.created event (`actor_key`:
     the key that made it; None: the operator); with limits, counted under `quota_counter`
     (a predecessor's: its counts go on) or its own; held by `identity`, and bound by the
-    limits `bound_by` of the keys that made it (app/domain/bindings.py)."""
+    limits `bound_by` of the keys that made it (app/domain/bindings.py). An `imported` key
+    is written as it was made elsewhere, with its key.imported event, and no full key
+    returned ("")."""
     allowed_ips, metadata = list(allowed_ips), dict(metadata or {})
     limit = rate_limit_columns(rate_limit) | quota_columns(quota) | {"quota_counter": quota_counter}
     limit |= {
         "identity_id": None if identity is None else identity.row_id,
         "bound_by": bindings.stored(bound_by),
     }
-    identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
-    now = utcnow()
+    if imported is None:
+        identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
+        now = utcnow()
+        made_as = (identifier, keyformat.digest(full_key), None, now, None)
+        action = "key.created"
+    else:
+        full_key, made_as, action = "", imported, "key.imported"
+    identifier, key_digest, shown_as, now, last_used = made_as
     row = {
         "organization_id": organization_id,
         "identifier": identifier,
-        "digest": keyformat.digest(full_key),
+        "digest": key_digest,
+        "shown": shown_as,
         "name": name,
         "kind": kind,
         "scope_bits": scope_bits,
         "created": now,
         "updated": now,
-        "last_used": None,
+        "last_used": last_used,
         "expires_at": expires_at,
         "created_by": created_by,
         "enabled": enabled,
@@ -120,11 +142,18 @@ def add_key(
     shown = iso(now)
     expiry = None if expires_at is None else iso(expires_at)
     # The key as reads give it (queries.Key): its row, with its times as shown.
-    fields = row | {"id": key_id, "created": shown, "updated": shown, "expires_at": expiry}
-    fields["identity"] = None if identity is None else identity.shown
+    used = None if last_used is None else iso(last_used)
+    fields = row | {
+        "id": key_id,
+        "created": shown,
+        "updated": shown,
+        "expires_at": expiry,
+        "last_used": used,
+        "identity": None if identity is None else identity.shown,
+    }
     made = Key(**{field: fields[field] for field in Key._fields})
     audit.record(
-        "key.created",
+        action,
         organization_id=organization_id,
         actor=actor,
         target=identifier,

@@ -10,6 +10,7 @@ Nothing here imports the MCP SDK (app/mcp/server.py does) or knows SQL.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from app import idempotency
 from app.domain.credentials import Caller
 from app.http import errors
 from app.keys import bodies, schemas, service
@@ -29,6 +31,9 @@ from app.usage import service as usage_service
 # A tool names its key `key`, where the REST path names it `reference`.
 KEY = "key"
 REFERENCE = "reference"
+# A tool takes as `idempotency_key` what its REST twin takes as the Idempotency-Key header.
+IDEMPOTENCY_KEY = "idempotency_key"
+_ARGUMENT_OF = {REFERENCE: KEY, idempotency.HEADER: IDEMPOTENCY_KEY}
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,33 @@ def get_key(caller: Caller, arguments: dict[str, Any]) -> dict:
     return bodies.dump_key(service.find_key(caller, reference))
 
 
+def _once(
+    caller: Caller, name: str, arguments: dict[str, Any], work: Callable[[dict], dict]
+) -> dict:
+    """`work(arguments)`, as its REST twin with an Idempotency-Key runs it when the
+    arguments carry `idempotency_key` (app/idempotency.py): a retry with the same arguments
+    answers the first call's body; the request is the tool and its other arguments."""
+    given = arguments.get(IDEMPOTENCY_KEY)
+    arguments = {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
+    if given is None:
+        return work(arguments)
+    if not isinstance(given, str):
+        raise errors.invalid({IDEMPOTENCY_KEY: ["Not a valid string."]})
+    idempotency_key = idempotency.checked(given, IDEMPOTENCY_KEY)
+    sent = f"mcp {name}\n{json.dumps(arguments, sort_keys=True)}".encode()
+
+    def answered() -> idempotency.Answer:
+        return idempotency.Answer(201, json.dumps(work(arguments)), {})
+
+    return json.loads(idempotency.run(caller, idempotency_key, sent, answered).body)
+
+
 def create_key(caller: Caller, arguments: dict[str, Any]) -> dict:
-    key, full_key = service.create_key(caller, schemas.create_key.load(arguments))
-    return bodies.created_key(key, full_key)
+    def create(arguments: dict[str, Any]) -> dict:
+        key, full_key = service.create_key(caller, schemas.create_key.load(arguments))
+        return bodies.created_key(key, full_key)
+
+    return _once(caller, "create_key", arguments, create)
 
 
 def update_key(caller: Caller, arguments: dict[str, Any]) -> dict:
@@ -70,9 +99,12 @@ def update_key(caller: Caller, arguments: dict[str, Any]) -> dict:
 
 
 def rotate_key(caller: Caller, arguments: dict[str, Any]) -> dict:
-    key = service.find_key(caller, _reference(arguments))
-    data = schemas.rotate_key.load({k: v for k, v in arguments.items() if k != KEY})
-    return bodies.created_key(*service.rotate_key(caller, key, data))
+    def rotate(arguments: dict[str, Any]) -> dict:
+        key = service.find_key(caller, _reference(arguments))
+        data = schemas.rotate_key.load({k: v for k, v in arguments.items() if k != KEY})
+        return bodies.created_key(*service.rotate_key(caller, key, data))
+
+    return _once(caller, "rotate_key", arguments, rotate)
 
 
 def get_key_usage(caller: Caller, arguments: dict[str, Any]) -> dict:
@@ -113,7 +145,8 @@ TOOLS = (
         "A new key in your organization, optionally expiring at `expires_at`. The answer "
         "carries the full key, once: it is never shown again, and it stays in this "
         "conversation, so prefer a `custom` key with only the scopes its user needs and an "
-        "expiry.",
+        "expiry. Give `idempotency_key` (a UUID) to retry safely: the same key with the same "
+        "arguments within 24 hours answers the first call's key instead of making another.",
         create_key,
     ),
     Tool(
@@ -133,7 +166,8 @@ TOOLS = (
         "if that is still ahead. The old key stops at once (`grace_seconds` 0, the default) "
         "or after `grace_seconds`, so its users can switch; a key already replaced cannot "
         "be rotated again (`already_rotated`). The answer carries the new full key, once, "
-        "and it stays in this conversation.",
+        "and it stays in this conversation. `idempotency_key` makes a retry safe, as for "
+        "create_key.",
         rotate_key,
         destructive=True,
     ),
@@ -207,7 +241,7 @@ def input_schema(document: dict, name: str) -> dict:
     operation, path_parameters = _operations(document)[name]
     schema: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
     for parameter in [*path_parameters, *operation.get("parameters", [])]:
-        field = KEY if parameter["name"] == REFERENCE else parameter["name"]
+        field = _ARGUMENT_OF.get(parameter["name"], parameter["name"])
         described = {"description": parameter["description"]} if "description" in parameter else {}
         schema["properties"][field] = {**parameter["schema"], **described}
         if parameter.get("required"):

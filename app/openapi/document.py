@@ -26,6 +26,8 @@ from app.http.operations import (
     BEARER,
     ERROR_HEADERS,
     ERROR_MEANINGS,
+    IDEMPOTENCY_KEY,
+    IDEMPOTENT_REPLAYED,
     PROBLEM,
     PROBLEM_CODES,
     Operation,
@@ -200,6 +202,8 @@ def _operation(app: Flask, endpoint: str, method: str, path: str) -> dict[str, A
     parameters = [_path_parameter(name) for name in re.findall(r"{([^}]+)}", path)]
     if operation.query is not None:
         parameters.append({"in": "query", "schema": operation.query})
+    if operation.idempotent:
+        parameters.append(IDEMPOTENCY_KEY)
     if parameters:
         result["parameters"] = parameters
     if operation.body is not None:
@@ -215,8 +219,9 @@ def _success(operation: Operation) -> dict[str, Any]:
     response: dict[str, Any] = {"description": operation.answer}
     if operation.response is not None:
         response["content"] = {"application/json": {"schema": operation.response}}
-    if operation.headers:
-        response["headers"] = operation.headers
+    if operation.headers or operation.idempotent:
+        replayed = IDEMPOTENT_REPLAYED if operation.idempotent else {}
+        response["headers"] = {**(operation.headers or {}), **replayed}
     return response
 
 

@@ -68,6 +68,7 @@ ACTION_WORDS = {
     "webhook.deleted": "Webhook deleted",
     "webhook.new_secret": "Webhook secret renewed",  # nosec B105: an action in words
     "webhook.disabled": "Webhook disabled after failing",
+    "key.imported": "Imported",
     "identity.created": "Identity created",
     "identity.updated": "Identity updated",
     "identity.deleted": "Identity deleted",
@@ -85,6 +86,7 @@ EVENT_WORDS = {
     "key.quota_exhausted": "Key's quota used up",
     "key.expiring": "Key expiring soon",
     "key.expired": "Key expired",
+    "identity.quota_exhausted": "Identity's quota used up",
 }
 
 

@@ -141,9 +141,12 @@ class ApiKey(db.Model):
     # The identity that holds the key (CONTRACT.md section 23); None: none.
     identity_id: Mapped[int | None] = mapped_column(ForeignKey("identities.id"))
     # The limits of the keys that made it, at any depth, which it spends beside its own
-    # (app/access/bindings.py): [counter, rate requests, rate seconds, quota requests,
+    # (app/domain/bindings.py): [counter, rate requests, rate seconds, quota requests,
     # quota period] each; []: made by the operator or by keys without limits.
     bound_by: Mapped[list[list[Any]]] = mapped_column(DOCUMENT, server_default=text("'[]'"))
+    # How an imported key is shown (app/keys/imports.py): its first 8 characters and
+    # `...`, or `imported:` and 8 hexadecimal digits of its digest; None: `<identifier>...`.
+    shown: Mapped[str | None] = mapped_column(String(20))
 
     __table_args__ = (
         # Listing: one organization's keys, oldest first, ties by identifier.
@@ -154,6 +157,8 @@ class ApiKey(db.Model):
         Index("ix_api_keys_last_used", "organization_id", "last_used"),
         # An identity's keys: its key_count, ?identity=, and the 409 of its delete.
         Index("ix_api_keys_identity", "identity_id"),
+        # An imported key named by its shown form.
+        Index("ix_api_keys_shown", "organization_id", "shown"),
         CheckConstraint(f"kind IN ({_KIND_LIST})", name="kind"),
     )
 
@@ -322,3 +327,28 @@ class KeyAnnouncement(db.Model):
     notice: Mapped[str] = mapped_column(String(20), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(primary_key=True)
     announced: Mapped[datetime]
+
+
+class IdempotentAnswer(db.Model):
+    """What a write retried with the same `Idempotency-Key` answers (app/idempotency.py): the
+    first request's claim, then its answer, for 24 hours. Found by `lookup`, a digest
+    derived from the caller and the Idempotency-Key (never the key itself); the answer
+    sealed under a key derived from the Idempotency-Key alone (AES-GCM), so that what the
+    table holds opens for no one who does not send that key again. The primary key is what
+    makes one of concurrent requests the first."""
+
+    __tablename__ = "idempotent_answers"
+
+    lookup: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)
+    # An HMAC of the request (method, path, body) under a key derived like the lookup's:
+    # another request with the same Idempotency-Key is told apart from a retry.
+    fingerprint: Mapped[bytes] = mapped_column(LargeBinary(32))
+    created: Mapped[datetime]
+    # The sealed answer (nonce, then AES-GCM's ciphertext and tag); None: the first request
+    # is still running.
+    answer: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+    __table_args__ = (
+        # The removal of answers older than 24 hours.
+        Index("ix_idempotent_answers_created", "created"),
+    )

@@ -71,6 +71,7 @@ class Key(NamedTuple):
     quota_requests: int | None = None
     quota_period: str | None = None
     quota_counter: str | None = None  # whose count it spends (app/quotas); None: its own
+    shown: str | None = None  # an imported key's shown form; None: `<identifier>...`
     identity_id: int | None = None  # the identity that holds it; None: none
     bound_by: list[list[Any]] = []  # noqa: RUF012 - its makers' limits (bindings.stored)
     identity: Identity | None = None  # as it shows the identity
@@ -317,6 +318,34 @@ def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
 def key_by_identifier(organization_id: int, identifier: str) -> Key | None:
     parameters = {"identifier": identifier, "organization_id": organization_id}
     return _BY_IDENTIFIER.first(parameters, _key)
+
+
+_BY_SHOWN = _KEY.where(_KEYS.c.shown == bindparam("shown"), _IN_ORGANIZATION).limit(3)
+
+
+def keys_shown(organization_id: int, shown: str) -> list[Key]:
+    """The organization's imported keys shown as `shown` (at most 3: one, or too many)."""
+    parameters = {"shown": shown, "organization_id": organization_id}
+    return [_key(list(row)) for row in db.session.execute(_BY_SHOWN, parameters)]
+
+
+def known_digests(digests: Sequence[bytes]) -> set[bytes]:
+    """Those of `digests` that a key of any organization has."""
+    query = select(_KEYS.c.digest).where(_KEYS.c.digest.in_(digests))
+    return {bytes(digest) for digest in db.session.scalars(query)}
+
+
+def known_identifiers(identifiers: Sequence[str]) -> set[str]:
+    """Those of `identifiers` that a key of any organization has."""
+    query = select(_KEYS.c.identifier).where(_KEYS.c.identifier.in_(identifiers))
+    return set(db.session.scalars(query))
+
+
+def exported_keys(organization_id: int) -> list[tuple[Key, bytes]]:
+    """Every key of the organization with its digest, in list order (the export)."""
+    query = _KEY.add_columns(_KEYS.c.digest).where(_KEYS.c.organization_id == organization_id)
+    rows = db.session.execute(query.order_by(*_ORDER))
+    return [(_key(list(row[:-1])), bytes(row[-1])) for row in rows]
 
 
 def locked_key(organization_id: int, identifier: str) -> Key | None:

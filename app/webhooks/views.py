@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flask import Blueprint, g, url_for
 
+from app import idempotency
 from app.access import auth
 from app.domain.scopes import SDK_INTEGRATION
 from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
@@ -65,8 +66,10 @@ def list_endpoints():
         body=schemas.CreateEndpoint,
         headers=LOCATION,
         roles=ROLES,
+        idempotent=True,
     )
 )
+@idempotency.idempotent
 def create_endpoint():
     data = schemas.create_endpoint.load(json_object())
     endpoint = service.create_endpoint(auth.caller(), data)
