@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import click
 from flask import Flask, current_app
@@ -18,39 +17,23 @@ from app.bootstrap import NOTICE, NOTICE_ONE, describe_keys, first_start
 from app.domain.scopes import KINDS, SCOPES
 from app.domain.timestamps import iso
 from app.http.arguments import Timestamp
-from app.http.errors import ApiError, flatten
-from app.keys import bodies, imports, operator, schemas
+from app.http.errors import flatten
+from app.keys import bodies, operator, schemas
+from app.keys.commands import keys, organization_name, prepare_database
 from app.organizations import policy as organization_policy
 from app.organizations import schemas as organization_schemas
 from app.storage import queries
-from app.storage.database import SchemaNotCurrent, register_migrations, upgrade_embedded
+from app.storage.database import register_migrations
 
 org = AppGroup("org", help="Manage organizations.")
 key = AppGroup("key", help="Mint, list and delete keys as the operator.")
 audit_log = AppGroup("audit", help="Read the audit log.")
-keys = AppGroup("keys", help="Bring keys in from JSON lines, or write them out as JSON lines.")
 
 
 def _one_line(error: ValidationError) -> str:
     """A refused input as one line: each field with its messages."""
     messages = flatten(error.normalized_messages())
     return " ".join(f"{field}: {' '.join(texts)}" for field, texts in messages.items())
-
-
-def _organization_name(option: str, value: str) -> str:
-    """An organization's name, by the rules of a key's name (one rule: schemas.Name)."""
-    try:
-        return schemas.Name(required=True).deserialize(value)
-    except ValidationError as error:
-        raise click.ClickException(f"{option}: {' '.join(error.messages)}") from None
-
-
-def _prepare_database() -> None:
-    """Upgrade the embedded SQLite file; refuse, in one line, another un-upgraded database."""
-    try:
-        upgrade_embedded(current_app._get_current_object())
-    except SchemaNotCurrent as error:
-        raise click.ClickException(str(error)) from None
 
 
 def _show(heading: str, keys, as_json: bool, organization: str) -> None:
@@ -82,8 +65,8 @@ def first_start_command(workers: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def create_organization(name: str, as_json: bool) -> None:
     """Create organization NAME with its Telemetry and SDK Integration keys."""
-    name = _organization_name("name", name)
-    _prepare_database()
+    name = organization_name("name", name)
+    prepare_database()
     try:
         organization, keys = operator.create_organization(name)
     except operator.OrganizationError as error:
@@ -96,7 +79,7 @@ def create_organization(name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def list_organizations(as_json: bool) -> None:
     """List the organizations by name, with how many keys each has."""
-    _prepare_database()
+    prepare_database()
     rows = [
         {"name": name, "keys": keys, "created": iso(created)}
         for name, created, keys in queries.organizations()
@@ -196,7 +179,7 @@ def organization_policy_command(
     """Show organization NAME's policy for its keys, changing the rules given first (the
     others stay). It applies to keys made or changed afterwards; GET
     /api/keys?outside_policy=true lists the keys outside it."""
-    name = _organization_name("name", name)
+    name = organization_name("name", name)
     given = {
         "max_keys": max_keys,
         "max_key_lifetime_days": max_key_lifetime_days,
@@ -214,7 +197,7 @@ def organization_policy_command(
         messages = flatten(error.normalized_messages())
         lines = (f"{_option(rule)}: {' '.join(texts)}" for rule, texts in messages.items())
         raise click.ClickException(" ".join(lines)) from None
-    _prepare_database()
+    prepare_database()
     try:
         organization = organization_policy.set_policy(name, changes)
     except LookupError as error:
@@ -248,7 +231,7 @@ def create_key(
     as_json: bool,
 ) -> None:
     """Mint a key in an organization, whatever keys it has left (recovery)."""
-    organization = _organization_name("--org", organization)
+    organization = organization_name("--org", organization)
     given = {"name": name, "kind": kind} | ({"scopes": list(scopes)} if scopes else {})
     if expires_at is not None:
         given["expires_at"] = expires_at
@@ -256,7 +239,7 @@ def create_key(
         data = schemas.create_key.load(given)
     except ValidationError as error:
         raise click.ClickException(_one_line(error)) from None
-    _prepare_database()
+    prepare_database()
     try:
         created = operator.mint_key(organization, data)
     except operator.OrganizationError as error:
@@ -273,8 +256,8 @@ def create_key(
 def list_keys(organization: str, as_json: bool) -> None:
     """List an organization's keys, oldest first, as the API shows them (never a full key),
     for the day every managing key is lost."""
-    organization = _organization_name("ORGANIZATION", organization)
-    _prepare_database()
+    organization = organization_name("ORGANIZATION", organization)
+    prepare_database()
     try:
         keys = [bodies.dump_key(k) for k in operator.operator_keys(organization)]
     except operator.OrganizationError as error:
@@ -296,8 +279,8 @@ def list_keys(organization: str, as_json: bool) -> None:
 def delete_key(organization: str, reference: str) -> None:
     """Delete KEY (its identifier, shown value <identifier>... or full value) of an
     organization at once and for good, recorded in the audit log as the operator's."""
-    organization = _organization_name("ORGANIZATION", organization)
-    _prepare_database()
+    organization = organization_name("ORGANIZATION", organization)
+    prepare_database()
     try:
         deleted = operator.operator_delete(organization, reference)
     except operator.OrganizationError as error:
@@ -311,101 +294,15 @@ def delete_key(organization: str, reference: str) -> None:
 @click.option("--since", help="Only events at or after this ISO 8601 time (with Z or an offset).")
 def export_audit(organization: str, since: str | None) -> None:
     """Print an organization's audit events as JSON lines, oldest first."""
-    organization = _organization_name("--org", organization)
+    organization = organization_name("--org", organization)
     try:
         moment = None if since is None else Timestamp().deserialize(since)
     except ValidationError as error:
         raise click.ClickException(f"--since: {' '.join(error.messages)}") from None
-    _prepare_database()
+    prepare_database()
     try:
         for event in audit.exported(organization, moment):
             click.echo(json.dumps(audit_schemas.event.dump(event)))
-    except LookupError as error:
-        raise click.ClickException(str(error)) from None
-
-
-def _entries(
-    lines: click.utils.LazyFile, organization: str | None
-) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
-    """The file's keys by organization (`organization`, else each line's own), loaded, and
-    the line of each; every refused line said, one a line, and nothing written."""
-    by_organization: dict[str, list[dict]] = {}
-    numbers: dict[str, list[int]] = {}
-    refused = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            entry = None
-        if not isinstance(entry, dict):
-            refused.append(f"line {number}: not a JSON object")
-            continue
-        name = organization or entry.get("organization")
-        if not isinstance(name, str) or not name.strip():
-            refused.append(f"line {number}: no organization: give --organization NAME")
-            continue
-        try:
-            data = schemas.imported_key.load(entry)
-        except ValidationError as error:
-            messages = flatten(error.normalized_messages())
-            refused += [f"line {number}: {field}: {' '.join(t)}" for field, t in messages.items()]
-            continue
-        by_organization.setdefault(name.strip(), []).append(data)
-        numbers.setdefault(name.strip(), []).append(number)
-    if refused:
-        raise click.ClickException("nothing was imported:\n" + "\n".join(refused))
-    return by_organization, numbers
-
-
-@keys.command("import")
-@click.argument("file", type=click.File("r"))
-@click.option(
-    "--organization",
-    help="The organization every key goes to; without it, each line's `organization` "
-    "(as `flask keys export` writes it). One that does not exist is made, without keys.",
-)
-def import_keys(file: click.utils.LazyFile, organization: str | None) -> None:
-    """Bring in the keys of FILE (JSON lines, `-` for standard input): each line a key with
-    its full `key` or its `key_sha256`, and a create's fields, as POST /api/keys/import
-    takes them, any number of lines, all or none. The operator is bound by no key's rules."""
-    if organization is not None:
-        organization = _organization_name("--organization", organization)
-    by_organization, numbers = _entries(file, organization)
-    if not by_organization:
-        raise click.ClickException("the file holds no key: nothing was imported")
-    lines = [number for each in numbers.values() for number in each]
-    _prepare_database()
-    try:
-        done = imports.operator_import(by_organization)
-    except ApiError as refusal:
-        said = [
-            re.sub(r"keys\[(\d+)\]", lambda m: f"line {lines[int(m[1])]}", field)
-            + ": "
-            + " ".join(texts)
-            for field, texts in (refusal.errors or {}).items()
-        ]
-        raise click.ClickException(
-            "nothing was imported: " + "\n".join(said or [refusal.description])
-        ) from None
-    for name, made in done.items():
-        noun = "key" if len(made) == 1 else "keys"
-        click.echo(f'Imported {len(made)} {noun} into organization "{name}".')
-
-
-@keys.command("export")
-@click.option("--organization", help="The organization whose keys to write; without it, all.")
-def export_keys(organization: str | None) -> None:
-    """Write keys as JSON lines, oldest first: each as the API shows it, with its
-    `identifier`, `organization` and SHA-256 digest (`key_sha256`), never a full key;
-    `flask keys import` brings them in again."""
-    if organization is not None:
-        organization = _organization_name("--organization", organization)
-    _prepare_database()
-    try:
-        for line in imports.exported(organization):
-            click.echo(json.dumps(line))
     except LookupError as error:
         raise click.ClickException(str(error)) from None
 

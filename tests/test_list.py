@@ -8,7 +8,7 @@ import pytest
 
 from app.domain.keyformat import identifier_of
 from app.keys import writes
-from app.storage import queries
+from app.storage import pages
 from tests.contract import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"
@@ -184,7 +184,7 @@ def page_query(request, monkeypatch) -> None:
     """Each page query in turn: the plain one, and the one pages deep in a list use (for
     every page, here)."""
     if request.param == "deep":
-        monkeypatch.setattr(queries, "DEEP_OFFSET", 0)
+        monkeypatch.setattr(pages, "DEEP_OFFSET", 0)
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 3, 4, 5])

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.extensions import db
-from app.storage import queries
+from app.storage import pages
 from app.storage.models import ApiKey
 from app.usage import counter as usage_counter
 
@@ -181,7 +181,7 @@ def test_a_filtered_count_reads_the_filtered_columns_index(app, org, filters, in
         if db.engine.dialect.name != "sqlite":
             pytest.skip("PostgreSQL plans by statistics: see bench/README.md")
         statement = select(func.count()).select_from(ApiKey.__table__)
-        statement = statement.where(queries.matching(1, **arguments))
+        statement = statement.where(pages.matching(1, **arguments))
         sql = str(statement.compile(db.engine, compile_kwargs={"literal_binds": True}))
         with db.engine.begin() as connection:
             plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()

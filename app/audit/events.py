@@ -1,5 +1,5 @@
 """The audit log's reads: a page of an organization's events for GET /api/audit, and every
-event since a time for the operator's export. Paged as keys are (queries.counted)."""
+event since a time for the operator's export. Paged as keys are (pages.counted)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, and_, select
 
 from app.extensions import db
-from app.storage import queries
+from app.storage import pages
 from app.storage.models import AuditEvent
 from app.storage.queries import Page
 
@@ -25,7 +25,7 @@ def events_page(
     """A page of the organization's audit events, newest first."""
     where = _events(organization_id, since, target, action)
     in_order = select(AuditEvent).where(where).order_by(AuditEvent.id.desc())
-    return queries.counted(AuditEvent, where, in_order, page, page_size, _event_rows)
+    return pages.counted(AuditEvent, where, in_order, page, page_size, _event_rows)
 
 
 def _event_rows(query: Select) -> list[AuditEvent]:

@@ -20,7 +20,7 @@ from app.domain.timestamps import TICK, iso, utcnow
 from app.extensions import db
 from app.http.errors import ApiError
 from app.quotas import service as quotas
-from app.storage import queries
+from app.storage import pages, queries
 from app.storage.models import ApiKey
 from app.storage.models import Identity as IdentityRow
 from app.storage.queries import Page
@@ -151,7 +151,7 @@ def list_identities(
     def read(query: Any) -> list[dict[str, Any]]:
         return [dump_identity(Identity(*row)) for row in db.session.execute(query)]
 
-    return queries.counted(_IDENTITIES, where, in_order, page, page_size, read)
+    return pages.counted(_IDENTITIES, where, in_order, page, page_size, read)
 
 
 def _taken(external_id: str) -> ApiError:

@@ -17,7 +17,7 @@ from app.extensions import db
 from app.keys.bodies import dump_key
 from app.keys.service import key_named
 from app.keys.writes import DELETE, add_key
-from app.storage import queries
+from app.storage import pages, queries
 from app.storage.models import Organization
 from app.storage.queries import Key
 
@@ -78,16 +78,16 @@ def operator_keys(organization_name: str) -> Iterator[Key]:
     unknown organization."""
     organization_id = _organization_id(organization_name)
 
-    def pages() -> Iterator[Key]:
+    def every() -> Iterator[Key]:
         page = 1
         while True:
-            found = queries.keys_page(organization_id, page, _OPERATOR_PAGE)
+            found = pages.keys_page(organization_id, page, _OPERATOR_PAGE)
             yield from found.data
             if page * _OPERATOR_PAGE >= found.total_count:
                 return
             page += 1
 
-    return pages()
+    return every()
 
 
 def operator_delete(organization_name: str, reference: str) -> Key:

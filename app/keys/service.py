@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete
 
 from app import audit
 from app.domain import bindings, keyformat
@@ -28,7 +27,6 @@ from app.keys import bounds
 from app.keys.bodies import dump_key
 from app.keys.writes import (
     DELETE,
-    KEYS,
     UPDATE,
     add_key,
     quota_columns,
@@ -37,7 +35,7 @@ from app.keys.writes import (
 )
 from app.organizations import policy as organization_policy
 from app.quotas import service as quotas
-from app.storage import queries
+from app.storage import pages, queries
 from app.storage.queries import HeldBy, Key, Page
 
 
@@ -113,7 +111,7 @@ def find_key(caller: Caller, reference: str) -> Key:
 
 def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[Key]:
     """One page of the caller's organization's keys (`filters`: kind, state, unused_since,
-    enabled, metadata, outside_policy, as queries.keys_page takes them; outside_policy is
+    enabled, metadata, outside_policy, as pages.keys_page takes them; outside_policy is
     judged by the organization's policy as it is now)."""
     if filters.get("outside_policy") is not None:
         lifetime = organization_policy.of(caller.organization_id).max_key_lifetime_days
@@ -123,7 +121,7 @@ def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page
         filters["identity"] = None if held is None else held.row_id
         if held is None:  # no such identity holds no key
             return Page(page, page_size, 0, [])
-    return queries.keys_page(caller.organization_id, page, page_size, **filters)
+    return pages.keys_page(caller.organization_id, page, page_size, **filters)
 
 
 def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
@@ -272,32 +270,6 @@ def delete_key(caller: Caller, key: Key) -> None:
             key=dump_key(key),
         )
         db.session.commit()
-
-
-def revoke_leaked(keys: list[str]) -> None:
-    """Delete every key of `keys` that exists, whoever holds it, as reported leaked (holding
-    a key is the right to end it); each one recorded as revoked by a leak report. Nothing
-    says which existed."""
-    prefix = current_app.config["KEY_PREFIX"]
-    for full_key in dict.fromkeys(keys):  # each key once, made here or imported
-        if not keyformat.is_presentable(full_key, prefix):
-            continue
-        statement = (
-            delete(KEYS)
-            .where(KEYS.c.digest == keyformat.digest(full_key))
-            .returning(KEYS.c.organization_id, *queries.KEY_COLUMNS)
-        )
-        for organization_id, *row in db.session.execute(statement):
-            key = queries.key_of_row(row)
-            audit.record(
-                "key.revoked",
-                organization_id=organization_id,
-                actor=audit.LEAK_REPORT,
-                target=key.identifier,
-                target_key=key,
-                key=dump_key(key),
-            )
-    db.session.commit()
 
 
 def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:

@@ -10,7 +10,7 @@ from app.access import auth
 from app.domain.scopes import SDK_INTEGRATION
 from app.http.operations import KEYS_REQUEST, MANAGING, WITH_BODY, Operation, documented
 from app.http.request_body import has_body, json_object, larger_body, query_arguments
-from app.keys import bodies, imports, schemas, service
+from app.keys import bodies, import_schemas, imports, schemas, service
 from app.quotas import schemas as quota_schemas
 
 bp = Blueprint("keys", __name__, url_prefix="/api/keys")
@@ -106,8 +106,8 @@ def create_key():
         201,
         "How many keys came in, and each as the API shows it (never a full key).",
         (*KEYS_REQUEST, *WITH_BODY, 409),
-        response=schemas.ImportedKeys,
-        body=schemas.ImportKeys,
+        response=import_schemas.ImportedKeys,
+        body=import_schemas.ImportKeys,
         roles=(SDK_INTEGRATION,),
         idempotent=True,
     )
@@ -117,7 +117,7 @@ def create_key():
 def import_keys():
     caller = auth.caller()
     imports.require_importer(caller)
-    keys = imports.import_keys(caller, schemas.load_import(json_object()))
+    keys = imports.import_keys(caller, import_schemas.load_import(json_object()))
     return {"imported": len(keys), "keys": [bodies.dump_key(key) for key in keys]}, 201
 
 

@@ -10,7 +10,7 @@ from flask import Blueprint
 from app.access import limits
 from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
 from app.http.request_body import json_object
-from app.keys import service
+from app.leaks import service
 from app.leaks.schemas import LeakReport, leak_report
 
 bp = Blueprint("leaks", __name__, url_prefix="/api/revoke")

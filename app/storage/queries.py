@@ -13,39 +13,30 @@ lookups, the audit log) go through db.session.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Select,
     Text,
-    and_,
     bindparam,
     cast,
-    false,
     func,
-    not_,
     or_,
     select,
-    true,
 )
 
 from app.domain import bindings
 from app.domain.credentials import NO_METADATA, Caller, Identity
-from app.domain.timestamps import as_shown, utcnow
+from app.domain.timestamps import as_shown
 from app.extensions import db
 from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization
 from app.storage.models import Identity as IdentityRow
 from app.storage.reads import Read
 
 T = TypeVar("T")
-# The states a key may be listed by (`state=`).
-ACTIVE, EXPIRED = "active", "expired"
-# Pages starting this far in skip their rows through the index alone (_page).
-DEEP_OFFSET = 1_000
 
 
 class Key(NamedTuple):
@@ -122,13 +113,13 @@ class Holder(NamedTuple):
         return self.caller.expires_at
 
 
-_KEYS = ApiKey.__table__
-_METADATA = KeyMetadata.__table__
-_COUNTED = KeyCount.__table__
+KEYS = ApiKey.__table__
+METADATA = KeyMetadata.__table__
+COUNTED = KeyCount.__table__
 _ORGANIZATIONS = Organization.__table__
 _IDENTITIES = IdentityRow.__table__
 # A key's row and its identity's, if any.
-_WITH_IDENTITY = _KEYS.outerjoin(_IDENTITIES, _IDENTITIES.c.id == _KEYS.c.identity_id)
+_WITH_IDENTITY = KEYS.outerjoin(_IDENTITIES, _IDENTITIES.c.id == KEYS.c.identity_id)
 # What a key shows of its identity, and what binds it of the identity's limits.
 _IDENTITY_SHOWN = (_IDENTITIES.c.public_id, _IDENTITIES.c.external_id)
 _IDENTITY_LIMITS = (
@@ -137,7 +128,7 @@ _IDENTITY_LIMITS = (
     _IDENTITIES.c.quota_requests,
     _IDENTITIES.c.quota_period,
 )
-_IN_ORGANIZATION = _KEYS.c.organization_id == bindparam("organization_id")
+IN_ORGANIZATION = KEYS.c.organization_id == bindparam("organization_id")
 _TIMES = ("created", "updated", "last_used", "expires_at")
 # A key's lists and objects, read as their text: decoded only when not empty (_document).
 _AS_TEXT = ("allowed_ips", "metadata", "bound_by")
@@ -146,17 +137,17 @@ _AS_TEXT = ("allowed_ips", "metadata", "bound_by")
 def _column(name: str) -> ColumnElement:
     """A key's column as reads take it: times as shown, lists and objects as text."""
     if name in _TIMES:
-        return as_shown(_KEYS.c[name]).label(name)
+        return as_shown(KEYS.c[name]).label(name)
     if name in _AS_TEXT:
-        return cast(_KEYS.c[name], Text).label(name)
-    return _KEYS.c[name]
+        return cast(KEYS.c[name], Text).label(name)
+    return KEYS.c[name]
 
 
 # A key's columns as reads take them, for a statement that returns a key (a DELETE's
 # RETURNING): key_of_row() makes the Key.
 KEY_COLUMNS = tuple(_column(name) for name in Key._fields[:-1])
-_KEY = select(*KEY_COLUMNS, *_IDENTITY_SHOWN).select_from(_WITH_IDENTITY)
-_ORDER = (_KEYS.c.created, _KEYS.c.identifier)
+KEY = select(*KEY_COLUMNS, *_IDENTITY_SHOWN).select_from(_WITH_IDENTITY)
+ORDER = (KEYS.c.created, KEYS.c.identifier)
 _EMPTY = frozenset({"[]", "{}"})
 
 # The caller's columns, through identity_id; then its makers' limits, its identity's
@@ -165,64 +156,33 @@ _CALLER_COLUMNS = Caller._fields[: Caller._fields.index("bound_by")]
 _OF_DIGEST = (
     select(
         *(
-            cast(_KEYS.c[name], Text) if name in _AS_TEXT else _KEYS.c[name]
+            cast(KEYS.c[name], Text) if name in _AS_TEXT else KEYS.c[name]
             for name in _CALLER_COLUMNS
         ),
-        cast(_KEYS.c.bound_by, Text),
+        cast(KEYS.c.bound_by, Text),
         *_IDENTITY_SHOWN,
         *_IDENTITY_LIMITS,
-        _KEYS.c.last_used,
+        KEYS.c.last_used,
     )
     .select_from(_WITH_IDENTITY)
-    .where(_KEYS.c.digest == bindparam("digest"))
+    .where(KEYS.c.digest == bindparam("digest"))
 )
 _HOLDER = Read(_OF_DIGEST)
 # Introspection and forward auth answer the key's name and creation, or its organization's
 # name: read with it, not again after.
 _HOLDER_WITH_FACTS = Read(
-    _OF_DIGEST.add_columns(_KEYS.c.name, cast(_KEYS.c.created, Text), _ORGANIZATIONS.c.name).join(
-        _ORGANIZATIONS, _ORGANIZATIONS.c.id == _KEYS.c.organization_id
+    _OF_DIGEST.add_columns(KEYS.c.name, cast(KEYS.c.created, Text), _ORGANIZATIONS.c.name).join(
+        _ORGANIZATIONS, _ORGANIZATIONS.c.id == KEYS.c.organization_id
     )
 )
 _IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT[:2])
 _CALLER_FIELDS = len(_CALLER_COLUMNS)
 _READ_AFTER = _CALLER_FIELDS + 1 + len(_IDENTITY_SHOWN) + len(_IDENTITY_LIMITS)
-_BY_DIGEST = Read(_KEY.where(_KEYS.c.digest == bindparam("digest"), _IN_ORGANIZATION))
-_OF_IDENTIFIER = _KEY.where(_KEYS.c.identifier == bindparam("identifier"), _IN_ORGANIZATION)
+_BY_DIGEST = Read(KEY.where(KEYS.c.digest == bindparam("digest"), IN_ORGANIZATION))
+_OF_IDENTIFIER = KEY.where(KEYS.c.identifier == bindparam("identifier"), IN_ORGANIZATION)
 _BY_IDENTIFIER = Read(_OF_IDENTIFIER)
 # SQLite has no FOR UPDATE: its SQL leaves it out. The key's row alone is locked.
-_LOCKED = _OF_IDENTIFIER.with_for_update(of=_KEYS)
-# The total of a page: one row per kind, kept by the database (models.KeyCount).
-_TOTAL = select(func.coalesce(func.sum(_COUNTED.c.total), 0)).where(
-    _COUNTED.c.organization_id == bindparam("organization_id")
-)
-_TOTALS = {False: Read(_TOTAL), True: Read(_TOTAL.where(_COUNTED.c.kind == bindparam("kind")))}
-
-
-def _page(*criteria: Any, deep: bool) -> Select:
-    """A page of keys in list order. A deep page takes its keys' ids from the listing
-    index first, then reads those rows: what it skips are index entries, not table rows
-    (half the time 25,000 keys in; a little more than the plain query near the start,
-    hence both)."""
-
-    def in_order(query: Select) -> Select:
-        query = query.where(*criteria).order_by(*_ORDER)
-        return query.offset(bindparam("offset")).limit(bindparam("limit"))
-
-    if not deep:
-        return in_order(_KEY)
-    ids = in_order(select(_KEYS.c.id)).scalar_subquery()
-    return _KEY.where(_KEYS.c.id.in_(ids)).order_by(*_ORDER)
-
-
-_PAGES = {
-    (kind, deep): Read(_page(*criteria, deep=deep))
-    for kind, criteria in (
-        (False, (_IN_ORGANIZATION,)),
-        (True, (_IN_ORGANIZATION, _KEYS.c.kind == bindparam("kind"))),
-    )
-    for deep in (False, True)
-}
+_LOCKED = _OF_IDENTIFIER.with_for_update(of=KEYS)
 
 
 def holder(digest: bytes, facts: bool = False) -> Holder | None:
@@ -248,7 +208,7 @@ def holder(digest: bytes, facts: bool = False) -> Holder | None:
 _KEY_IPS, _KEY_METADATA, _KEY_BOUND = (Key._fields.index(name) for name in _AS_TEXT)
 
 
-def _key(fields: list[Any]) -> Key:
+def key_of_columns(fields: list[Any]) -> Key:
     """A key's values (read with _column, in a list of its own that this changes) as a Key:
     its lists and objects decoded, the empty ones without the JSON decoder (a page of 50
     spent a fifth of its time in it). Each its own [] and {}: whoever reads a key may
@@ -267,7 +227,7 @@ def key_of_row(row: Sequence[Any]) -> Key:
     fields = list(row)
     identity_id = fields[Key._fields.index("identity_id")]
     shown = (None, None) if identity_id is None else identity_shown(identity_id)
-    return _key([*fields, *shown])
+    return key_of_columns([*fields, *shown])
 
 
 class HeldBy(NamedTuple):
@@ -312,40 +272,40 @@ def _document(text: str, empty: Any) -> Any:
 
 
 def key_by_digest(organization_id: int, digest: bytes) -> Key | None:
-    return _BY_DIGEST.first({"digest": digest, "organization_id": organization_id}, _key)
+    return _BY_DIGEST.first({"digest": digest, "organization_id": organization_id}, key_of_columns)
 
 
 def key_by_identifier(organization_id: int, identifier: str) -> Key | None:
     parameters = {"identifier": identifier, "organization_id": organization_id}
-    return _BY_IDENTIFIER.first(parameters, _key)
+    return _BY_IDENTIFIER.first(parameters, key_of_columns)
 
 
-_BY_SHOWN = _KEY.where(_KEYS.c.shown == bindparam("shown"), _IN_ORGANIZATION).limit(3)
+_BY_SHOWN = KEY.where(KEYS.c.shown == bindparam("shown"), IN_ORGANIZATION).limit(3)
 
 
 def keys_shown(organization_id: int, shown: str) -> list[Key]:
     """The organization's imported keys shown as `shown` (at most 3: one, or too many)."""
     parameters = {"shown": shown, "organization_id": organization_id}
-    return [_key(list(row)) for row in db.session.execute(_BY_SHOWN, parameters)]
+    return [key_of_columns(list(row)) for row in db.session.execute(_BY_SHOWN, parameters)]
 
 
 def known_digests(digests: Sequence[bytes]) -> set[bytes]:
     """Those of `digests` that a key of any organization has."""
-    query = select(_KEYS.c.digest).where(_KEYS.c.digest.in_(digests))
+    query = select(KEYS.c.digest).where(KEYS.c.digest.in_(digests))
     return {bytes(digest) for digest in db.session.scalars(query)}
 
 
 def known_identifiers(identifiers: Sequence[str]) -> set[str]:
     """Those of `identifiers` that a key of any organization has."""
-    query = select(_KEYS.c.identifier).where(_KEYS.c.identifier.in_(identifiers))
+    query = select(KEYS.c.identifier).where(KEYS.c.identifier.in_(identifiers))
     return set(db.session.scalars(query))
 
 
 def exported_keys(organization_id: int) -> list[tuple[Key, bytes]]:
     """Every key of the organization with its digest, in list order (the export)."""
-    query = _KEY.add_columns(_KEYS.c.digest).where(_KEYS.c.organization_id == organization_id)
-    rows = db.session.execute(query.order_by(*_ORDER))
-    return [(_key(list(row[:-1])), bytes(row[-1])) for row in rows]
+    query = KEY.add_columns(KEYS.c.digest).where(KEYS.c.organization_id == organization_id)
+    rows = db.session.execute(query.order_by(*ORDER))
+    return [(key_of_columns(list(row[:-1])), bytes(row[-1])) for row in rows]
 
 
 def locked_key(organization_id: int, identifier: str) -> Key | None:
@@ -370,7 +330,7 @@ def locked_key(organization_id: int, identifier: str) -> Key | None:
     """
     parameters = {"identifier": identifier, "organization_id": organization_id}
     row = writing().execute(_LOCKED, parameters).first()
-    return None if row is None else _key(list(row))
+    return None if row is None else key_of_columns(list(row))
 
 
 def writing() -> Connection:
@@ -384,141 +344,31 @@ def writing() -> Connection:
     return connection
 
 
-def matching(
-    organization_id: int,
-    kind: str | None,
-    state: str | None,
-    unused_since: datetime | None,
-    enabled: bool | None = None,
-    metadata: dict[str, str] | None = None,
-    outside_policy: bool | None = None,
-    lifetime_days: int | None = None,
-    identity: int | None = None,
-) -> ColumnElement[bool]:
-    """The organization's keys of `kind`, in `state`, unused since `unused_since`, enabled
-    or not, with these metadata members, outside the organization's policy or within it
-    (each when given): what ix_api_keys_expiry, ix_api_keys_last_used and
-    ix_key_metadata_lookup serve. A key is outside a policy whose keys live at most
-    `lifetime_days` when it expires later than that many days from now, or never; with
-    no such rule, every key is within it."""
-    now = utcnow()
-    criteria = [_KEYS.c.organization_id == organization_id]
-    if kind is not None:
-        criteria.append(_KEYS.c.kind == kind)
-    if state == ACTIVE:
-        criteria.append(or_(_KEYS.c.expires_at.is_(None), _KEYS.c.expires_at > now))
-    elif state == EXPIRED:
-        criteria.append(_KEYS.c.expires_at <= now)
-    if unused_since is not None:
-        criteria.append(or_(_KEYS.c.last_used.is_(None), _KEYS.c.last_used < unused_since))
-    if enabled is not None:
-        criteria.append(_KEYS.c.enabled == enabled)
-    if identity is not None:
-        criteria.append(_KEYS.c.identity_id == identity)
-    for name, value in (metadata or {}).items():
-        member = select(_METADATA.c.key_id).where(
-            _METADATA.c.organization_id == organization_id,
-            _METADATA.c.name == name,
-            _METADATA.c.value == value,
-        )
-        criteria.append(_KEYS.c.id.in_(member))
-    if outside_policy is not None:
-        within: ColumnElement[bool] = true()
-        if lifetime_days is not None:
-            latest = now + timedelta(days=lifetime_days)
-            within = and_(_KEYS.c.expires_at.is_not(None), _KEYS.c.expires_at <= latest)
-        outside = false() if lifetime_days is None else not_(within)
-        criteria.append(outside if outside_policy else within)
-    return and_(*criteria)
-
-
-def keys_page(
-    organization_id: int,
-    page: int,
-    page_size: int,
-    kind: str | None = None,
-    state: str | None = None,
-    unused_since: datetime | None = None,
-    enabled: bool | None = None,
-    metadata: dict[str, str] | None = None,
-    outside_policy: bool | None = None,
-    lifetime_days: int | None = None,
-    identity: int | None = None,
-) -> Page[Key]:
-    """One page of the organization's keys, oldest first, ties by identifier: one total
-    and one page query; a page past the end asks only for the total (nor sends an offset
-    past 64 bits). Unfiltered (or by kind alone), the total is the stored count; filtered
-    otherwise, count(*) over the index of the filtered column."""
-    filtered = (state, unused_since, enabled, outside_policy, identity)
-    if filtered == (None, None, None, None, None) and not metadata:
-        parameters: dict[str, Any] = {"organization_id": organization_id, "kind": kind}
-        ((total,),) = _TOTALS[kind is not None].rows(parameters)
-        offset = (page - 1) * page_size
-        data: list[Key] = []
-        if offset < total:
-            parameters |= {"offset": offset, "limit": page_size}
-            query = _PAGES[kind is not None, offset >= DEEP_OFFSET]
-            data = query.rows(parameters, _key)
-        return Page(page, page_size, total, data)
-    where = matching(
-        organization_id,
-        kind,
-        state,
-        unused_since,
-        enabled,
-        metadata,
-        outside_policy,
-        lifetime_days,
-        identity,
-    )
-    in_order = _KEY.where(where).order_by(*_ORDER)
-    return counted(_KEYS, where, in_order, page, page_size, _key_rows)
-
-
-def _key_rows(query: Select) -> list[Key]:
-    return [_key(list(row)) for row in db.session.execute(query)]
-
-
-def counted(
-    table: Any,
-    where: ColumnElement[bool],
-    in_order: Select,
-    page: int,
-    page_size: int,
-    read: Callable[[Select], list[T]],
-) -> Page[T]:
-    """A page of `in_order` whose total is count(*) of `table`'s rows `where` (through
-    db.session); a page past the end asks only for the total (nor sends an offset past 64
-    bits)."""
-    total = db.session.scalar(select(func.count()).select_from(table).where(where))
-    offset = (page - 1) * page_size
-    data = read(in_order.offset(offset).limit(page_size)) if offset < total else []
-    return Page(page, page_size, total, data)
-
-
 _OF_LINEAGE = Read(
-    _KEY.where(
-        _IN_ORGANIZATION,
+    KEY.where(
+        IN_ORGANIZATION,
         or_(
-            _KEYS.c.identifier == bindparam("counter"),
-            _KEYS.c.quota_counter == bindparam("counter"),
+            KEYS.c.identifier == bindparam("counter"),
+            KEYS.c.quota_counter == bindparam("counter"),
         ),
-        _KEYS.c.replaced_by.is_(None),
-    ).order_by(_KEYS.c.created.desc())
+        KEYS.c.replaced_by.is_(None),
+    ).order_by(KEYS.c.created.desc())
 )
 
 
 def key_of_lineage(organization_id: int, counter: str) -> Key | None:
     """The newest key of the lineage whose counter is `counter` that is not replaced."""
-    return _OF_LINEAGE.first({"organization_id": organization_id, "counter": counter}, _key)
+    return _OF_LINEAGE.first(
+        {"organization_id": organization_id, "counter": counter}, key_of_columns
+    )
 
 
 def keys_bound(organization_id: int, counter: str) -> list[tuple[str, list[list[Any]]]]:
     """The organization's keys whose makers' limits (bound_by) may name `counter`: each
     key's identifier and bound_by, for bindings.changed to tell."""
-    query = select(_KEYS.c.identifier, _KEYS.c.bound_by).where(
-        _KEYS.c.organization_id == organization_id,
-        cast(_KEYS.c.bound_by, Text).contains(counter, autoescape=True),
+    query = select(KEYS.c.identifier, KEYS.c.bound_by).where(
+        KEYS.c.organization_id == organization_id,
+        cast(KEYS.c.bound_by, Text).contains(counter, autoescape=True),
     )
     return [(identifier, bound_by) for identifier, bound_by in db.session.execute(query)]
 
