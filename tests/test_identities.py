@@ -309,3 +309,17 @@ def test_an_identity_counts_where_the_limits_count(app, client, org):
         name = counts.quota_key(f"identity:{made['id']}", "lifetime")
         assert counts.count(name) == 1
     assert limits.EXHAUSTED in app.extensions
+
+
+def test_keys_imported_by_a_key_of_an_identity_join_it_and_share_its_quota(client, org):
+    made = new_identity(client, org, quota={"requests": 3, "period": "day"})
+    holder = key_of(client, org.sdk, made["id"])["key"]
+    foreign = "sk_live_" + "x" * 24
+    body = {
+        "keys": [{"key": foreign, "name": "brought", "kind": "custom", "scopes": ["monitor:read"]}]
+    }
+    imported = client.post("/api/keys/import", json=body, auth=(holder, ""))  # 1 use
+    assert imported.status_code == 201, imported.json
+    assert imported.json["keys"][0]["identity"]["id"] == made["id"]
+    results = [client.get("/api/forward-auth", auth=(foreign, "")).status_code for _ in range(3)]
+    assert results == [204, 204, 429]

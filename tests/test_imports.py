@@ -205,6 +205,8 @@ def test_a_leaked_imported_key_is_revoked(client, org):
 def test_an_export_imported_into_an_empty_service_authenticates_the_same_keys(
     app, client, org, runner, make_app, new_database
 ):
+    holder = {"external_id": "customer-9", "quota": {"requests": 50, "period": "day"}}
+    assert client.post("/api/identities", json=holder, auth=(org.sdk, "")).status_code == 201
     made = client.post(
         "/api/keys",
         json={
@@ -216,6 +218,7 @@ def test_an_export_imported_into_an_empty_service_authenticates_the_same_keys(
             "metadata": {"team": "ops"},
             "quota": {"requests": 100, "period": "day"},
             "expires_at": "2999-01-01T00:00:00Z",
+            "identity": "customer-9",
         },
         auth=(org.sdk, ""),
     ).json
@@ -233,7 +236,8 @@ def test_an_export_imported_into_an_empty_service_authenticates_the_same_keys(
         assert full_key not in text
     # Who made a key is this service's lineage: an import is made by its importer (here
     # the operator); what is left of a quota is counted anew.
-    lineage = ("quota_remaining", "created_by", "replaced_by")
+    # An identity comes in by its external id, with an id of the new service's.
+    lineage = ("quota_remaining", "created_by", "replaced_by", "identity")
     before = {
         line["key_sha256"]: {k: v for k, v in line.items() if k not in lineage} for line in lines
     }
@@ -259,6 +263,8 @@ def test_an_export_imported_into_an_empty_service_authenticates_the_same_keys(
             if after[digest][name] != value
         }
         assert changed == {}, line["key"]
+    held = [line["identity"] for line in map(json.loads, again.output.splitlines())]
+    assert [identity["external_id"] for identity in held if identity] == ["customer-9"]
     moved = fresh.test_client()
     for full_key in (org.sdk, made["key"], STRIPE_LIKE):
         own = moved.get("/api/keys/" + full_key, auth=(full_key, ""))

@@ -40,6 +40,7 @@ TOOLS = (
     "update_key",
     "rotate_key",
     "get_key_usage",
+    "list_identities",
     "delete_key",
 )
 TOOLS_THREAD = "AnyIO worker thread"
@@ -384,6 +385,7 @@ def test_the_tools_and_their_annotations(client, org):
         "update_key": (False, False, False),
         "rotate_key": (False, True, False),
         "get_key_usage": (True, False, False),
+        "list_identities": (True, False, False),
         "delete_key": (False, True, False),
     }
 
@@ -853,3 +855,24 @@ def test_only_a_worker_that_serves_mcp_imports_the_sdk(tmp_path):
     url = f"sqlite:///{tmp_path / 'x.sqlite3'}"
     completed = run([sys.executable, "-c", SERVE_REST_ONLY, url], timeout=120)
     assert completed.stdout.split() == ["[]", "True"]
+
+
+def test_list_identities_and_a_key_made_in_one_show_its_holder(client, org):
+    """CONTRACT.md section 23: create_key takes `identity`, get_key shows it, and
+    list_identities reads the organization's identities, as their REST twins do."""
+    made = client.post(
+        "/api/identities",
+        json={"external_id": "customer-7", "quota": {"requests": 5, "period": "day"}},
+        auth=(org.sdk, ""),
+    ).json
+    listed_ = call(client, org.sdk, "list_identities", {"external_id": "customer-7"})
+    assert listed_["structuredContent"]["data"][0]["id"] == made["id"]
+    assert listed_["structuredContent"]["data"][0]["quota_remaining"] == 5
+    key = call(
+        client,
+        org.sdk,
+        "create_key",
+        {"name": "held", "kind": "custom", "scopes": ["monitor:read"], "identity": "customer-7"},
+    )["structuredContent"]
+    shown = call(client, org.sdk, "get_key", {"key": key["key"]})["structuredContent"]
+    assert shown["identity"] == {"id": made["id"], "external_id": "customer-7"}

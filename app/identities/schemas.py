@@ -89,6 +89,7 @@ class IdentityPage(Schema):
     data = fields.List(fields.Nested(Identity))
 
 
+identity_page = IdentityPage()
 create_identity = CreateIdentity()
 update_identity = UpdateIdentity()
 list_arguments = ListArguments()

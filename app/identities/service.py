@@ -5,7 +5,6 @@ that a change binds them at once; its counts live where the limits count."""
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -25,7 +24,6 @@ from app.storage.models import ApiKey
 from app.storage.models import Identity as IdentityRow
 from app.storage.queries import Page
 
-PREFIX = "id_"
 # A path names an identity by its id, or by its external id after this.
 BY_EXTERNAL_ID = "external_id:"
 _IDENTITIES = IdentityRow.__table__
@@ -182,7 +180,6 @@ def create_identity(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
     id it has already."""
     now = utcnow()
     row = {
-        "public_id": PREFIX + secrets.token_urlsafe(12),
         "organization_id": caller.organization_id,
         "external_id": data["external_id"],
         "name": data.get("name", data["external_id"]),
@@ -195,9 +192,9 @@ def create_identity(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
         "updated": now,
     } | _limit_columns(data)
     try:  # the unique (organization, external_id) decides, inside the transaction
-        row_id = db.session.execute(
-            insert(_IDENTITIES).returning(_IDENTITIES.c.id), row
-        ).scalar_one()
+        row_id, row["public_id"] = db.session.execute(
+            insert(_IDENTITIES).returning(_IDENTITIES.c.id, _IDENTITIES.c.public_id), row
+        ).one()
     except IntegrityError:
         db.session.rollback()
         raise _taken(data["external_id"]) from None

@@ -58,13 +58,7 @@ LIMITS = (
 )
 def list_identities():
     arguments = schemas.list_arguments.load(query_arguments())
-    page = service.list_identities(auth.caller(), **arguments)
-    return {
-        "page": page.page,
-        "page_size": page.page_size,
-        "total_count": page.total_count,
-        "data": page.data,
-    }
+    return schemas.identity_page.dump(service.list_identities(auth.caller(), **arguments))
 
 
 @bp.post("")

@@ -85,11 +85,17 @@ class ImportedKey(CreateKey):
     expires_at = Timestamp(allow_none=True)
     created = Moment()
     last_used = Moment(allow_none=True)
-    # `identity` (CONTRACT.md section 23) will be one more field here.
+    # `identity` (CreateKey's: an identity's id or external id), or as an export shows it,
+    # {"id", "external_id"}: by its external id, the organization's own and the same in
+    # every service, where its id is this service's.
 
     @pre_load
     def drop_read_only(self, data: dict, **kwargs: Any) -> dict:
-        return {field: value for field, value in data.items() if field not in IMPORT_IGNORED}
+        kept = {field: value for field, value in data.items() if field not in IMPORT_IGNORED}
+        identity = kept.get("identity")
+        if isinstance(identity, dict) and isinstance(identity.get("external_id"), str):
+            kept["identity"] = identity["external_id"]
+        return kept
 
     @validates_schema
     def one_key(self, data: dict, **kwargs: Any) -> None:

@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from flask import current_app
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
 from app import audit
 from app.domain import keyformat
-from app.domain.credentials import Caller
+from app.domain.credentials import Caller, Identity
 from app.domain.scopes import SDK_INTEGRATION
 from app.domain.timestamps import utcnow
 from app.extensions import db
@@ -35,8 +36,11 @@ from app.keys.bodies import dump_key
 from app.keys.writes import Imported, add_key
 from app.organizations import policy as organization_policy
 from app.storage import queries
+from app.storage.models import Identity as IdentityRow
 from app.storage.models import Organization
-from app.storage.queries import Key
+from app.storage.queries import HeldBy, Key
+
+_IDENTITIES = IdentityRow.__table__
 
 # A foreign key's shown form: 8 characters and `...`.
 _SHOWN_LENGTH = keyformat.SHOWN_CHARACTERS + len(keyformat.SHOWN_SUFFIX)
@@ -145,10 +149,15 @@ def _write(
             "quota": data.get("quota"),
             "allowed_ips": data.get("allowed_ips", ()),
         }
+        identity, bound_by = None, []
+        if caller is None and data.get("identity") is not None:
+            identity = _identity(organization_id, data["identity"])
         if caller is not None and held is not None:
             try:
                 bounds.require_scopes(caller, held, data["scope_bits"])
                 bounds.require_within(held, data)
+                identity = bounds.identity_of_made(caller, data)
+                bound_by = bounds.binding_of_made(caller, "")
                 governed = organization_policy.govern(
                     organization_id, data, organization_policy.CREATE, caller.expires_at
                 )
@@ -171,10 +180,41 @@ def _write(
             metadata=data.get("metadata"),
             enabled=data.get("enabled", True),
             actor_key=caller,
+            identity=identity,
+            bound_by=bound_by,
             imported=imported,
         )
         keys.append(key)
     return keys
+
+
+def _identity(organization_id: int, reference: str) -> HeldBy:
+    """The operator's import: the organization's identity `reference` names (its id or
+    external id), made with no limits when it has none such (audited as identity.created),
+    so that an export's keys come in with their holders; their limits are set after
+    (PUT /api/identities/<id>)."""
+    held = queries.identity_named(organization_id, reference)
+    if held is not None:
+        return held
+    now = utcnow()
+    row = {
+        "organization_id": organization_id,
+        "external_id": reference,
+        "name": reference,
+        "metadata": {},
+        "created": now,
+        "updated": now,
+    }
+    statement = insert(_IDENTITIES).returning(_IDENTITIES.c.id, _IDENTITIES.c.public_id)
+    row_id, public_id = db.session.execute(statement, row).one()
+    audit.record(
+        "identity.created",
+        organization_id=organization_id,
+        actor=audit.OPERATOR,
+        target=public_id,
+        details={"identity": {"id": public_id, "external_id": reference, "imported": True}},
+    )
+    return HeldBy(row_id, Identity(public_id, reference))
 
 
 def _all_or_nothing(write: Any) -> Any:

@@ -24,6 +24,8 @@ from werkzeug.exceptions import HTTPException, InternalServerError
 from app import idempotency
 from app.domain.credentials import Caller
 from app.http import errors
+from app.identities import schemas as identity_schemas
+from app.identities import service as identities
 from app.keys import bodies, schemas, service
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage_service
@@ -113,6 +115,12 @@ def get_key_usage(caller: Caller, arguments: dict[str, Any]) -> dict:
     return usage_schemas.key_usage.dump(usage_service.key_usage(caller, reference, **window))
 
 
+def list_identities(caller: Caller, arguments: dict[str, Any]) -> dict:
+    identities.require_manager(caller)
+    page = identities.list_identities(caller, **identity_schemas.list_arguments.load(arguments))
+    return identity_schemas.identity_page.dump(page)
+
+
 def delete_key(caller: Caller, arguments: dict[str, Any]) -> None:
     reference = schemas.key_reference.load(arguments)[KEY]
     service.delete_key(caller, service.find_key(caller, reference))
@@ -180,6 +188,17 @@ TOOLS = (
         "check named (`unused_scopes`, null when no check named any). Counts reach it within "
         "twice the service's USAGE_FLUSH_SECONDS.",
         get_key_usage,
+        read_only=True,
+        idempotent=True,
+    ),
+    Tool(
+        "list_identities",
+        "List identities",
+        "The identities of your organization (whoever holds keys, in its own terms: its "
+        "`external_id`), oldest first, one page at a time, or the one with `external_id`: "
+        "each with its limits, which bind all of its keys as one count, what is left of its "
+        "quota, and how many keys it holds.",
+        list_identities,
         read_only=True,
         idempotent=True,
     ),

@@ -3,6 +3,7 @@ keys of each kind they hold. Columns, indexes and constraints only."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +48,7 @@ class Document(TypeDecorator):
 
 
 DOCUMENT = Document()
+IDENTITY_PREFIX = "id_"
 _KIND_LIST = ", ".join(f"'{kind}'" for kind in KINDS)
 
 
@@ -68,6 +70,11 @@ class Organization(db.Model):
     default_quota_period: Mapped[str | None] = mapped_column(String(10))
 
 
+def new_identity_id() -> str:
+    """An identity's id: `id_` and 16 random characters."""
+    return IDENTITY_PREFIX + secrets.token_urlsafe(12)
+
+
 class Identity(db.Model):
     """Whoever holds keys, in an organization's own terms (CONTRACT.md section 23): its
     limits bind every key it holds, as one count (app/identities)."""
@@ -76,7 +83,7 @@ class Identity(db.Model):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     # The identity's id in the API: `id_` and random characters, never reused.
-    public_id: Mapped[str] = mapped_column(String(40), unique=True)
+    public_id: Mapped[str] = mapped_column(String(40), unique=True, default=new_identity_id)
     organization_id: Mapped[int] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     # The organization's own id for the holder: unique in the organization.
     external_id: Mapped[str] = mapped_column(EXTERNAL_ID)
