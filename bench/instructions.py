@@ -7,6 +7,7 @@ a shared machine, so a change of 1% shows (`apt-get install -y valgrind`).
     BENCH_LIMITS=off python -m bench.instructions get     # the same without the limits
     python -m bench.instructions get_metered forward_auth_metered  # a key with a rate
                                                   # limit and a quota of its own
+    python -m bench.instructions forward_auth_held  # the same, and an identity with both
 
 The access log is gunicorn's, outside the application: `bench/README.md` says how it was
 measured.
@@ -41,8 +42,10 @@ QUIET = {
 
 def environ(scenario: str, seeded: dict) -> dict:
     """The WSGI environ of one request of `scenario`."""
-    reader = seeded["metered"] if scenario.endswith("_metered") else seeded["reader"]
-    scenario = scenario.removesuffix("_metered")
+    reader = seeded["reader"]
+    for suffix in ("metered", "held"):
+        if scenario.endswith("_" + suffix):
+            reader, scenario = seeded[suffix], scenario.removesuffix("_" + suffix)
     basic = base64.b64encode(f"{reader}:".encode()).decode()
     headers = {"Authorization": f"Basic {basic}"}
     requests = {
@@ -125,7 +128,12 @@ def main(arguments: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as scratch:
         url = f"sqlite:///{scratch}/keys.sqlite3"
         made = seed(url, int(os.environ.get("BENCH_KEYS", "10000")))
-        seeded = {"reader": made.reader, "read_target": made.read_target, "metered": made.metered}
+        seeded = {
+            "reader": made.reader,
+            "read_target": made.read_target,
+            "metered": made.metered,
+            "held": made.held,
+        }
         for scenario in arguments or ["get"]:
             few, many = (counted(url, scenario, n, seeded) for n in (FEW, MANY))
             print(f"{scenario}: {(many - few) / (MANY - FEW) / 1000:.1f}k instructions per request")

@@ -15,7 +15,7 @@ from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.keys import operator
 from app.storage.database import upgrade
-from app.storage.models import ApiKey
+from app.storage.models import ApiKey, Identity
 
 BATCH = 5_000
 # The metered reader's own limits: a rate limit and a quota no benchmark run can spend.
@@ -48,6 +48,9 @@ class Seeded:
     # Full SDK key of the reads' organization with a rate limit and a quota, neither ever
     # spent by a benchmark: what a key's own limits cost beside `reader`.
     metered: str = ""
+    # Full SDK key of the same organization with those limits and an identity with them too
+    # (CONTRACT.md section 23): what a holder's limits cost beside `metered`.
+    held: str = ""
 
 
 def seed(
@@ -108,6 +111,26 @@ def seed(
         db.session.execute(
             update(ApiKey).where(ApiKey.identifier == metered_key.identifier).values(**METERED)
         )
+        now = utcnow()
+        holder = {"external_id": "bench-holder", "name": "bench holder", "metadata": {}}
+        identity = db.session.execute(
+            insert(Identity).returning(Identity.id),
+            [
+                {
+                    "organization_id": readers[0][0].id,
+                    **holder,
+                    **METERED,
+                    "created": now,
+                    "updated": now,
+                }
+            ],
+        ).scalar_one()
+        held_key, held = operator.mint_key("bench-0", sdk | {"name": "held"})
+        db.session.execute(
+            update(ApiKey)
+            .where(ApiKey.identifier == held_key.identifier)
+            .values(**METERED, identity_id=identity)
+        )
         db.session.commit()
         reader = next(full for key, full in readers[0][1] if key.kind == "sdk_integration")
         writer = next(full for key, full in writer_keys if key.kind == "sdk_integration")
@@ -119,6 +142,7 @@ def seed(
             rotate_targets=rotated,
             keys_per_organization=per_organization + 2,
             metered=metered,
+            held=held,
         )
         db.engine.dispose()
     return seeded
