@@ -8,7 +8,8 @@ Under mixed load through nginx (uses of limited keys, creates, revocations), one
 outright midway (SIGKILL to its gunicorn master and workers): every limit is exact across the
 hosts, a key revoked, disabled or narrowed is refused by every host once the change is
 answered, and every create answered 201 is there afterwards. Under steady load, each host in
-turn reloaded gracefully (SIGHUP to its master, as the docs say) fails no request.
+turn reloaded gracefully (SIGHUP to its master, as the docs say) fails no request. With the
+workers of both hosts sending webhooks, each event is received once.
 
 Needs TEST_DATABASE_URL (PostgreSQL: hosts share no SQLite file), TEST_REDIS_URL and nginx;
 skipped, saying which, without them. The figures are printed (pytest -s shows them).
@@ -44,6 +45,7 @@ from app.keys.operator import create_organization
 from app.storage import reads
 from tests.databases import drop_postgresql_database, needs_postgresql, new_postgresql_database
 from tests.processes import PROJECT, run_flask, service_env
+from tests.receivers import start_receiver
 from tests.server.conftest import READY, START_TIMEOUT
 
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "")
@@ -218,6 +220,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         RATELIMIT_INTROSPECT="1000000/minute",
         RATELIMIT_AUTH_FAILURES="1000000/minute",
         WEB_CONCURRENCY=str(WORKERS),
+        WEBHOOK_ALLOW_PRIVATE="true",  # the webhook test's receiver is on this machine
         PYTHONUNBUFFERED="1",
     )
     hosts: list[Host] = []
@@ -276,10 +279,36 @@ def upstreams(cluster: Cluster) -> list[list[str]]:
     return tried
 
 
+EVENTS = 40  # keys created, through both hosts, while a webhook endpoint listens
+
+
+def test_each_webhook_event_is_received_once_with_two_hosts_sending(cluster):
+    """Every worker of both hosts delivers webhooks: each event of keys created through both
+    is received, once. (First: the cluster whole.)"""
+    receiver = start_receiver()
+    try:
+        body = {"url": receiver.url, "events": ["key.created"]}
+        status, endpoint = cluster.request("POST", "/api/webhooks", cluster.sdk, body)
+        assert status == 201, endpoint
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            made = list(pool.map(lambda _: cluster.made(), range(EVENTS)))
+        receiver.wait_for(EVENTS, timeout=60)
+        time.sleep(3)  # time for a second try of any event, were one made
+        ids = Counter(request.headers["webhook-id"] for request in receiver.received)
+        keys = {json.loads(request.body)["data"]["key"]["key"] for request in receiver.received}
+        print(f"\nwebhooks: {EVENTS} events, {len(receiver.received)} received, {len(ids)} ids")
+        assert sorted(ids.values()) == [1] * EVENTS
+        assert len(keys) == len(made) == EVENTS  # one event each, each its own key
+        deleted = cluster.request("DELETE", f"/api/webhooks/{endpoint['id']}", cluster.sdk)
+        assert deleted[0] == 204
+    finally:
+        receiver.stop()
+
+
 def test_a_rolling_restart_fails_no_request(cluster):
     """Steady load through nginx (reads, uses, creates) while each host in turn gets SIGHUP:
-    gunicorn starts new workers, then lets the old ones finish what they took. (First: the
-    next test kills a host of the module's cluster.)"""
+    gunicorn starts new workers, then lets the old ones finish what they took. (Before the
+    next test, which kills a host of the module's cluster.)"""
     key = cluster.made()
     stop = threading.Event()
     statuses: Counter = Counter()
