@@ -148,6 +148,10 @@ def _key_prefix(value: str) -> str:
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Use PostgreSQL, or another SQLite file, instead of instance/api-keys.sqlite3.
     "DATABASE_URL": ("SQLALCHEMY_DATABASE_URI", normalized_database_url),
+    # This host's own folder instead of the project's instance/ (read before anything else,
+    # by instance_path below): its config.py, its limits file, a relative SQLite path. Hosts
+    # sharing one checkout each name their own.
+    "INSTANCE_PATH": ("INSTANCE_PATH", str),
     # A prefix of the organization's own, so that secret scanners can be taught it.
     "KEY_PREFIX": ("KEY_PREFIX", _key_prefix),
     # Seconds between two writes of a key's last_used: precision against write load.
@@ -211,6 +215,13 @@ PARSERS: dict[str, Callable[[str], Any]] = dict(ENVIRONMENT.values())
 # A Redis that does not answer is given up on within a second (the limits then count in
 # memory), well within gunicorn's 30 s worker timeout; options in the URL's query win.
 REDIS_TIMEOUTS = {"socket_connect_timeout": 1, "socket_timeout": 1}
+
+
+def instance_path() -> str | None:
+    """The instance folder INSTANCE_PATH names, made absolute (relative to the working
+    directory) as Flask needs it; None for Flask's own, the project's instance/."""
+    value = os.environ.get("INSTANCE_PATH", "")
+    return os.path.abspath(value) if value else None
 
 
 def load(app: Flask, test_config: Mapping[str, Any] | None) -> None:

@@ -32,7 +32,8 @@ from app.webhooks import views as webhooks
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
-    app = Flask("app", instance_relative_config=True)  # the package: its name, its instance folder
+    # The package: its name, and its instance folder (INSTANCE_PATH, or the project's instance/).
+    app = Flask("app", instance_path=config.instance_path(), instance_relative_config=True)
     register_config(app, test_config)
     register_proxies(app)
     register_logging(app)

@@ -38,6 +38,8 @@ needs_postgresql = pytest.mark.skipif(
 # Kept on both: what concerns the database across processes (first starts, races, killed
 # workers, restarts, usage and quota counts, webhook leases), and whatever lets a client's
 # arbitrary input reach it (the fuzz tests, hostile bytes), and the docs' commands.
+# PostgreSQL only (needs_postgresql; the SQLite pass skips it, saying why): several hosts on
+# one database, tests/server/test_hosts.py, as machines of their own share no SQLite file.
 ABOVE_THE_DATABASE = {
     "tests/server/test_page.py": "the page in Chromium",
     "tests/server/test_gateway.py": "nginx's and Caddy's configurations",

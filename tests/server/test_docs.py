@@ -76,6 +76,14 @@ EXEMPT = {
         "a PostgreSQL server of the reader's, and a service that runs until stopped; every"
         " test of tests/server/ starts gunicorn so, after flask db upgrade, on TEST_DATABASE_URL"
     ),
+    ("docs/operations.md", "# Every host: the same database and the same Redis."): (
+        "hosts and nginx that serve until stopped, on servers of the reader's;"
+        " tests/server/test_hosts.py runs examples/hosts/host.sh and nginx.conf so"
+    ),
+    ("docs/operations.md", "# One host at a time, each once its new workers are ready."): (
+        "reloads hosts of the reader's; tests/server/test_hosts.py sends each host's master"
+        " SIGHUP under load, by its pid file"
+    ),
     (
         "docs/contributing.md",
         "apt-get install -y chromium chromium-driver nginx"
@@ -88,6 +96,7 @@ EXEMPT = {
 # page -> the files its configuration blocks are, byte for byte.
 CONFIGURATION: dict[str, tuple[str, ...]] = {
     "docs/metrics.md": ("examples/prometheus.yml", "examples/prometheus-token.yml"),
+    "docs/operations.md": ("examples/hosts/nginx.conf",),
 }
 
 
