@@ -2674,3 +2674,136 @@ def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
     expect(page.get_by_role("alert").filter(has_text=said)).to_have_text(said)
     expect(page.get_by_label("API key", exact=True)).to_have_attribute("aria-invalid", "true")
     assert read_key(server, org.sdk, identifier(mine["key"]))["quota_remaining"] == 0
+
+
+# --- identities (contract section 23) and import (section 25) ---------------------------------
+
+
+def identity_row(page: Page, external_id: str):
+    """The row of the identity `external_id` in the identities view."""
+    return page.locator("#identity-rows tr").filter(has=page.get_by_text(external_id, exact=True))
+
+
+def wait_for_identity_usage(server: Server, key: str, identity: str, requests: int) -> dict:
+    deadline = datetime.now(UTC) + timedelta(seconds=10)
+    while True:
+        usage = server.request("GET", f"/api/identities/{identity}/usage", key).json()
+        total = usage["total"]
+        if total["allowed"] + sum(total["refused"].values()) >= requests:
+            return usage
+        assert datetime.now(UTC) < deadline, usage
+        time.sleep(0.1)
+
+
+def test_identities_are_made_edited_shown_with_their_keys_and_usage_and_deleted(
+    tab, server, org, screenshots
+):
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Identities").click()
+    expect(page.get_by_role("heading", name="Identities")).to_be_focused()
+    expect(page.get_by_text("No identities yet.")).to_be_visible()
+
+    page.get_by_role("button", name="New identity").click()
+    form = dialog(page, "New identity")
+    form.get_by_label("External id").fill("customer-42")
+    form.get_by_label("Name", exact=True).fill("Customer 42")
+    form.get_by_label("Requests", exact=True).fill("10")
+    form.get_by_label("Per seconds").fill("60")
+    form.get_by_label("Quota requests").fill("5")
+    form.get_by_label("Quota period").select_option("day")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_be_hidden()
+    made = identity_row(page, "customer-42")
+    expect(made).to_contain_text("Customer 42")
+    expect(made).to_contain_text("10 uses per minute · 5 uses a day")
+    expect(made).to_contain_text("5 of 5 uses left today")
+    expect(made).to_contain_text("0 keys")
+
+    # The same external id again: the API's refusal, in its words.
+    tab.expect_refusal(409)
+    page.get_by_role("button", name="New identity").click()
+    form.get_by_label("External id").fill("customer-42")
+    form.get_by_label("Name").fill("Again")
+    form.get_by_role("button", name="Save").click()
+    expect(form.get_by_role("alert")).not_to_be_empty()
+    form.get_by_role("button", name="Cancel").click()
+
+    page.get_by_role("button", name="Edit customer-42").click()
+    form = dialog(page, "Edit identity")
+    expect(form.get_by_label("Name")).to_have_value("Customer 42")
+    form.get_by_label("Name").fill("Acme")
+    form.get_by_label("Requests", exact=True).fill("")
+    form.get_by_label("Per seconds").fill("")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_be_hidden()
+    expect(made).to_contain_text("Acme")
+    expect(made.get_by_role("cell").nth(2)).to_have_text("5 uses a day")
+
+    identity = server.request("GET", "/api/identities/external_id:customer-42", org.sdk).json()
+    assert identity["name"] == "Acme" and identity["rate_limit"] is None
+    held = make_key(server, org.sdk, "Acme's key", identity="customer-42")
+    use(server, held["key"], 2)
+    wait_for_identity_usage(server, org.sdk, identity["id"], 2)
+
+    # The key list says whose the key is, and so does its Edit dialog.
+    page.get_by_role("button", name="Back to keys").click()
+    expect(row(page, "Acme's key")).to_contain_text("identity customer-42")
+    row(page, "Acme's key").get_by_role("button", name="Edit").click()
+    edit = dialog(page, "Edit key")
+    expect(edit).to_contain_text("identity customer-42")
+    edit.get_by_role("button", name="Cancel").click()
+
+    page.get_by_role("button", name="Identities").click()
+    expect(made).to_contain_text("1 key")
+    page.get_by_role("button", name="Keys and usage of customer-42").click()
+    detail = page.locator("#identity-detail")
+    expect(page.get_by_role("heading", name="Keys and usage of customer-42")).to_be_focused()
+    expect(page.get_by_role("table", name="Keys and usage of customer-42")).to_contain_text(
+        "Acme's key"
+    )
+    expect(detail).to_contain_text("its keys were used 2 times: 2 allowed and 0 refused.")
+    screenshot(page, screenshots, "identities")
+
+    # Deleting an identity that still holds a key: the API's 409, in words.
+    tab.expect_refusal(409)
+    page.get_by_role("button", name="Delete customer-42").click()
+    confirm = dialog(page, "Delete this identity?")
+    expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    confirm.get_by_role("button", name="Delete identity").click()
+    expect(confirm.get_by_role("alert")).to_have_text(
+        "This identity still holds 1 key: delete them or move them to another identity first."
+    )
+    confirm.get_by_role("button", name="Cancel").click()
+    deleted = server.request("DELETE", f"/api/keys/{identifier(held['key'])}", org.sdk)
+    assert deleted.status == 204
+    page.get_by_role("button", name="Delete customer-42").click()
+    confirm.get_by_role("button", name="Delete identity").click()
+    expect(confirm).to_be_hidden()
+    expect(page.get_by_text("No identities yet.")).to_be_visible()
+    assert server.request("GET", f"/api/identities/{identity['id']}", org.sdk).status == 404
+
+
+def test_new_key_lets_an_sdk_integration_key_choose_an_identity(tab, server, org):
+    made = server.request(
+        "POST", "/api/identities", org.sdk, {"external_id": "customer-7", "name": "Seven"}
+    )
+    assert made.status == 201, made.body
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    choice = form.get_by_label("Identity", exact=True)
+    expect(choice).to_be_visible()
+    choice.select_option(label="customer-7 (Seven)")
+    form.get_by_label("Name").fill("Seven's key")
+    scope_boxes(form).first.check()
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    expect(row(page, "Seven's key")).to_contain_text("identity customer-7")
+    shown = row(page, "Seven's key").locator("code.shown").text_content()
+    assert read_key(server, org.sdk, shown.removesuffix("..."))["identity"] == {
+        "id": made.json()["id"],
+        "external_id": "customer-7",
+    }
+

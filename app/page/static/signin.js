@@ -5,6 +5,7 @@
 import { api, keyPath, onUnauthorized, Refusal } from "./api.js";
 import { closeAudit, offerAudit } from "./audit.js";
 import { closeWebhooks, offerWebhooks } from "./webhooks.js";
+import { closeIdentities, offerIdentities } from "./identities.js";
 import { $ } from "./dom.js";
 import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
@@ -104,6 +105,7 @@ export function signOut(message, invalid = false) {
   $("keys").hidden = true;
   closeAudit();
   closeWebhooks();
+  closeIdentities();
   closeUsage();
   $("in-use").hidden = true;
   clearList();
@@ -121,6 +123,7 @@ export function adopt(inUse) {
   $("in-use-key").textContent = inUse.key;
   offerAudit();
   offerWebhooks();
+  offerIdentities();
 }
 
 /** The key in use as the API shows it, read by its public identifier alone. */
