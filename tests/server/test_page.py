@@ -2807,3 +2807,141 @@ def test_new_key_lets_an_sdk_integration_key_choose_an_identity(tab, server, org
         "external_id": "customer-7",
     }
 
+
+def test_identities_and_import_are_offered_only_to_an_sdk_integration_key(tab, server, org):
+    everything = read_key(server, org.sdk, identifier(org.sdk))["scopes"]
+    mine = make_key(server, org.sdk, "Everything", everything)
+    page = tab.page
+    use_key(page, mine["key"])
+    for name, why in (
+        ("Identities", "Identities: only an sdk_integration key may manage them."),
+        ("Import", "Import: only an sdk_integration key may import keys."),
+    ):
+        button = page.get_by_role("button", name=name, exact=True)
+        expect(button).to_be_disabled()
+        expect(button).to_have_accessible_description(why)
+        expect(page.get_by_text(why)).to_be_visible()
+    page.get_by_role("button", name="New key").click()
+    expect(dialog(page, "Create a key").get_by_label("Identity", exact=True)).to_be_hidden()
+
+
+def jsonl(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_import_previews_a_file_line_by_line_then_sends_it(tab, server, org, tmp_path):
+    first, second = "imported-" + "a" * 24, "imported-" + "b" * 24
+    keys = jsonl(
+        tmp_path / "keys.jsonl",
+        json.dumps(
+            {"key": first, "name": "Imported one", "kind": "custom", "scopes": ["monitor:read"]}
+        ),
+        json.dumps(
+            {"key": second, "name": "Imported two", "kind": "custom", "scopes": ["monitor:read"]}
+        ),
+        "{not json",
+        json.dumps({"name": "No key", "kind": "custom"}),
+    )
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Import", exact=True).click()
+    form = dialog(page, "Import keys")
+    send = form.get_by_role("button", name="Import", exact=True)
+    expect(send).to_be_disabled()
+    form.get_by_label("Keys file (JSON lines)").set_input_files(keys)
+    expect(form.get_by_role("status")).to_have_text(
+        "2 keys will be made from keys.jsonl. 2 lines are refused and will not be sent:"
+    )
+    expect(form.get_by_role("list", name="Lines refused").get_by_role("listitem")).to_have_text(
+        ["Line 3: not JSON", "Line 4: has neither key nor key_sha256"]
+    )
+    send.click()
+    expect(form).to_be_hidden()
+    expect(page.get_by_text("Made 2 keys.")).to_be_visible()
+    expect(row(page, "Imported one")).to_have_count(1)
+    expect(row(page, "Imported two")).to_have_count(1)
+    answer = server.request("GET", "/api/forward-auth?scope=monitor:read", first)
+    assert answer.status == 204
+
+    # The same keys again: the API's 409, naming the file's lines.
+    tab.expect_refusal(409, 422)
+    page.get_by_role("button", name="Import", exact=True).click()
+    form.get_by_label("Keys file (JSON lines)").set_input_files(keys)
+    send.click()
+    alert = form.get_by_role("alert")
+    expect(alert).to_contain_text("The service already knows line 1, line 2: nothing was imported.")
+    expect(alert).to_contain_text("Line 1: This key is already known to the service.")
+
+    # An entry the API refuses: its line and field, in the API's words.
+    bad = jsonl(
+        tmp_path / "bad.jsonl",
+        "",
+        json.dumps({"key": "imported-" + "c" * 24, "name": "Bad", "kind": "nonsense"}),
+    )
+    form.get_by_label("Keys file (JSON lines)").set_input_files(bad)
+    expect(form.get_by_role("status")).to_have_text("1 key will be made from bad.jsonl.")
+    send.click()
+    expect(alert).to_contain_text("Line 2, kind: ")
+    assert server.request("GET", "/api/keys?page_size=200", org.sdk).json()["total_count"] == 4
+
+    many = jsonl(tmp_path / "many.jsonl", *[json.dumps({"key": f"k{n:020}"}) for n in range(1001)])
+    form.get_by_label("Keys file (JSON lines)").set_input_files(many)
+    expect(form.get_by_role("status")).to_have_text(
+        "Too many lines: 1,001 keys in the file, and one import takes at most 1,000. "
+        "Split the file and import each part."
+    )
+    expect(send).to_be_disabled()
+
+
+@NEEDS_AXE
+@pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, NARROW], ids=["1280px", "390px"])
+def test_identities_and_import_pass_axe_wcag_2_a_and_aa(tab, server, org, size, tmp_path):
+    made = server.request(
+        "POST",
+        "/api/identities",
+        org.sdk,
+        {"external_id": "customer-9", "name": "Nine", "quota": {"requests": 9, "period": "day"}},
+    )
+    assert made.status == 201, made.body
+    make_key(server, org.sdk, "Nine's key", identity="customer-9")
+    page = tab.page
+    page.set_viewport_size(size)
+    use_key(page, org.sdk)
+    source = AXE.read_text()
+    violations = {}
+
+    def check(view: str) -> None:
+        expect(page.locator('[aria-busy="true"]')).to_have_count(0)
+        if not page.evaluate("typeof axe !== 'undefined'"):
+            page.evaluate(source)
+        found = page.evaluate(
+            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
+            ".then(result => result.violations.map("
+            "v => `${v.id}: ${v.help} (${v.nodes.map(n => n.target.join(' ')).join(', ')})`))",
+            WCAG,
+        )
+        if found:
+            violations[view] = found
+
+    page.get_by_role("button", name="Identities").click()
+    expect(identity_row(page, "customer-9")).to_contain_text("1 key")
+    page.get_by_role("button", name="Keys and usage of customer-9").click()
+    expect(page.locator("#identity-usage")).not_to_be_empty()
+    check("identities")
+    page.get_by_role("button", name="Edit customer-9").click()
+    check("edit identity")
+    dialog(page, "Edit identity").get_by_role("button", name="Cancel").click()
+    tab.expect_refusal(409)
+    page.get_by_role("button", name="Delete customer-9").click()
+    dialog(page, "Delete this identity?").get_by_role("button", name="Delete identity").click()
+    expect(dialog(page, "Delete this identity?").get_by_role("alert")).not_to_be_empty()
+    check("delete identity, refused")
+    dialog(page, "Delete this identity?").get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Back to keys").click()
+    page.get_by_role("button", name="Import", exact=True).click()
+    keys = jsonl(tmp_path / "keys.jsonl", json.dumps({"key": "x" * 20}), "nope")
+    dialog(page, "Import keys").get_by_label("Keys file (JSON lines)").set_input_files(keys)
+    expect(dialog(page, "Import keys").get_by_role("status")).not_to_be_empty()
+    check("import preview")
+    assert violations == {}

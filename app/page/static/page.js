@@ -22,6 +22,7 @@
 //   event-words.js  the key events webhooks take, in words ("Key created")
 //   identities.js   identities: made, edited, deleted; one's keys and usage
 //   identity-words.js  an identity's limits in words, and New key's choice of one
+//   import-keys.js  Import: a file of keys previewed line by line, then sent
 //   new-key.js      a new key, shown once
 //
 // They import one another in one direction, never in a circle (tests/test_page_modules.py).

@@ -6,6 +6,7 @@ import { api, keyPath, onUnauthorized, Refusal } from "./api.js";
 import { closeAudit, offerAudit } from "./audit.js";
 import { closeWebhooks, offerWebhooks } from "./webhooks.js";
 import { closeIdentities, offerIdentities } from "./identities.js";
+import { closeImport, offerImport } from "./import-keys.js";
 import { $ } from "./dom.js";
 import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
@@ -106,6 +107,7 @@ export function signOut(message, invalid = false) {
   closeAudit();
   closeWebhooks();
   closeIdentities();
+  closeImport();
   closeUsage();
   $("in-use").hidden = true;
   clearList();
@@ -124,6 +126,7 @@ export function adopt(inUse) {
   offerAudit();
   offerWebhooks();
   offerIdentities();
+  offerImport();
 }
 
 /** The key in use as the API shows it, read by its public identifier alone. */
