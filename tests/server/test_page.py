@@ -2830,7 +2830,7 @@ def jsonl(path: Path, *lines: str) -> Path:
     return path
 
 
-def test_import_previews_a_file_line_by_line_then_sends_it(tab, server, org, tmp_path):
+def test_import_previews_a_file_line_by_line_then_sends_it(tab, server, org, tmp_path, screenshots):
     first, second = "imported-" + "a" * 24, "imported-" + "b" * 24
     keys = jsonl(
         tmp_path / "keys.jsonl",
@@ -2856,6 +2856,7 @@ def test_import_previews_a_file_line_by_line_then_sends_it(tab, server, org, tmp
     expect(form.get_by_role("list", name="Lines refused").get_by_role("listitem")).to_have_text(
         ["Line 3: not JSON", "Line 4: has neither key nor key_sha256"]
     )
+    screenshot(page, screenshots, "import")
     send.click()
     expect(form).to_be_hidden()
     expect(page.get_by_text("Made 2 keys.")).to_be_visible()
