@@ -2946,3 +2946,35 @@ def test_identities_and_import_pass_axe_wcag_2_a_and_aa(tab, server, org, size, 
     expect(dialog(page, "Import keys").get_by_role("status")).not_to_be_empty()
     check("import preview")
     assert violations == {}
+
+
+def test_an_identitys_field_errors_stand_under_their_inputs_by_their_labels(tab, server, org):
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Identities").click()
+    page.get_by_role("button", name="New identity").click()
+    form = dialog(page, "New identity")
+    tab.expect_refusal(422)
+    form.get_by_label("External id").fill(" spaced ")
+    form.get_by_label("Name", exact=True).fill("Spaced")
+    form.get_by_label("Requests", exact=True).fill("0")
+    form.get_by_label("Per seconds").fill("60")
+    form.get_by_role("button", name="Save").click()
+    expect(form.get_by_role("alert")).to_have_text(
+        "The request is not valid: External id, Rate limit."
+    )
+    external = form.get_by_label("External id")
+    expect(external).to_be_focused()
+    expect(external).to_have_attribute("aria-invalid", "true")
+    expect(external).to_have_accessible_description(re.compile(r"^External id: Must be printable"))
+    expect(form.locator("#identity-rate-error")).to_contain_text("Requests: ")
+
+    # Half a rate limit is the page's own refusal: nothing is sent.
+    form.get_by_label("External id").fill("customer-1")
+    form.get_by_label("Per seconds").fill("")
+    form.get_by_role("button", name="Save").click()
+    expect(form.locator("#identity-rate-error")).to_have_text(
+        "Rate limit: Give both Requests and Per seconds, or neither."
+    )
+    listed = server.request("GET", "/api/identities", org.sdk).json()
+    assert listed["total_count"] == 0

@@ -36,13 +36,29 @@ form.fields = new Fields($("identity-error"), {
     label: "Rate limit",
     message: $("identity-rate-error"),
     inputs: () => [form.requests, form.seconds],
+    words: (messages) =>
+      said(messages, { requests: "Requests", seconds: "Per seconds" }, "Rate limit"),
   },
   quota: {
     label: "Quota",
     message: $("identity-quota-error"),
     inputs: () => [form.quota, form.period],
+    words: (messages) =>
+      said(messages, { requests: "Quota requests", period: "Quota period" }, "Quota"),
   },
 });
+
+/** The API's "Item requests: ..." of a limit, by the labels on screen ("Requests: ..."). */
+function said(messages, labels, label) {
+  return messages
+    .map((message) => {
+      const item = /^Item (\w+): (.*)$/s.exec(message);
+      return item && item[1] in labels
+        ? `${labels[item[1]]}: ${item[2]}`
+        : `${label}: ${message}`;
+    })
+    .join(" ");
+}
 
 /** Identities is offered to an sdk_integration key; otherwise disabled, saying why. */
 export function offerIdentities() {
