@@ -2753,6 +2753,10 @@ def test_identities_are_made_edited_shown_with_their_keys_and_usage_and_deleted(
     edit = dialog(page, "Edit key")
     expect(edit).to_contain_text("identity customer-42")
     edit.get_by_role("button", name="Cancel").click()
+    row(page, "Acme's key").get_by_role("button", name="Delete").click()
+    confirm = dialog(page, "Delete this key?")
+    expect(confirm).to_have_accessible_description(re.compile(r", identity customer-42\)"))
+    confirm.get_by_role("button", name="Cancel").click()
 
     page.get_by_role("button", name="Identities").click()
     expect(made).to_contain_text("1 key")
@@ -2897,7 +2901,9 @@ def test_import_previews_a_file_line_by_line_then_sends_it(tab, server, org, tmp
 
 @NEEDS_AXE
 @pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, NARROW], ids=["1280px", "390px"])
-def test_identities_and_import_pass_axe_wcag_2_a_and_aa(tab, server, org, size, tmp_path):
+def test_identities_and_import_pass_axe_wcag_2_a_and_aa(
+    tab, server, org, size, tmp_path, screenshots
+):
     made = server.request(
         "POST",
         "/api/identities",
@@ -2930,6 +2936,8 @@ def test_identities_and_import_pass_axe_wcag_2_a_and_aa(tab, server, org, size, 
     page.get_by_role("button", name="Keys and usage of customer-9").click()
     expect(page.locator("#identity-usage")).not_to_be_empty()
     check("identities")
+    if size == NARROW:
+        screenshot(page, screenshots, "identities-narrow")
     page.get_by_role("button", name="Edit customer-9").click()
     check("edit identity")
     dialog(page, "Edit identity").get_by_role("button", name="Cancel").click()
