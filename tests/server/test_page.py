@@ -2674,3 +2674,315 @@ def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
     expect(page.get_by_role("alert").filter(has_text=said)).to_have_text(said)
     expect(page.get_by_label("API key", exact=True)).to_have_attribute("aria-invalid", "true")
     assert read_key(server, org.sdk, identifier(mine["key"]))["quota_remaining"] == 0
+
+
+# --- identities (contract section 23) and import (section 25) ---------------------------------
+
+
+def identity_row(page: Page, external_id: str):
+    """The row of the identity `external_id` in the identities view."""
+    return page.locator("#identity-rows tr").filter(has=page.get_by_text(external_id, exact=True))
+
+
+def wait_for_identity_usage(server: Server, key: str, identity: str, requests: int) -> dict:
+    deadline = datetime.now(UTC) + timedelta(seconds=10)
+    while True:
+        usage = server.request("GET", f"/api/identities/{identity}/usage", key).json()
+        total = usage["total"]
+        if total["allowed"] + sum(total["refused"].values()) >= requests:
+            return usage
+        assert datetime.now(UTC) < deadline, usage
+        time.sleep(0.1)
+
+
+def test_identities_are_made_edited_shown_with_their_keys_and_usage_and_deleted(
+    tab, server, org, screenshots
+):
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Identities").click()
+    expect(page.get_by_role("heading", name="Identities")).to_be_focused()
+    expect(page.get_by_text("No identities yet.")).to_be_visible()
+
+    page.get_by_role("button", name="New identity").click()
+    form = dialog(page, "New identity")
+    form.get_by_label("External id").fill("customer-42")
+    form.get_by_label("Name", exact=True).fill("Customer 42")
+    form.get_by_label("Requests", exact=True).fill("10")
+    form.get_by_label("Per seconds").fill("60")
+    form.get_by_label("Quota requests").fill("5")
+    form.get_by_label("Quota period").select_option("day")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_be_hidden()
+    made = identity_row(page, "customer-42")
+    expect(made).to_contain_text("Customer 42")
+    expect(made).to_contain_text("10 uses per minute · 5 uses a day")
+    expect(made).to_contain_text("5 of 5 uses left today")
+    expect(made).to_contain_text("0 keys")
+
+    # The same external id again: the API's refusal, in its words.
+    tab.expect_refusal(409)
+    page.get_by_role("button", name="New identity").click()
+    form.get_by_label("External id").fill("customer-42")
+    form.get_by_label("Name").fill("Again")
+    form.get_by_role("button", name="Save").click()
+    expect(form.get_by_role("alert")).not_to_be_empty()
+    form.get_by_role("button", name="Cancel").click()
+
+    page.get_by_role("button", name="Edit customer-42").click()
+    form = dialog(page, "Edit identity")
+    expect(form.get_by_label("Name")).to_have_value("Customer 42")
+    form.get_by_label("Name").fill("Acme")
+    form.get_by_label("Requests", exact=True).fill("")
+    form.get_by_label("Per seconds").fill("")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_be_hidden()
+    expect(made).to_contain_text("Acme")
+    expect(made.get_by_role("cell").nth(2)).to_have_text("5 uses a day")
+
+    identity = server.request("GET", "/api/identities/external_id:customer-42", org.sdk).json()
+    assert identity["name"] == "Acme" and identity["rate_limit"] is None
+    held = make_key(server, org.sdk, "Acme's key", identity="customer-42")
+    use(server, held["key"], 2)
+    wait_for_identity_usage(server, org.sdk, identity["id"], 2)
+
+    # The key list says whose the key is, and so does its Edit dialog.
+    page.get_by_role("button", name="Back to keys").click()
+    expect(row(page, "Acme's key")).to_contain_text("identity customer-42")
+    row(page, "Acme's key").get_by_role("button", name="Edit").click()
+    edit = dialog(page, "Edit key")
+    expect(edit).to_contain_text("identity customer-42")
+    edit.get_by_role("button", name="Cancel").click()
+    row(page, "Acme's key").get_by_role("button", name="Delete").click()
+    confirm = dialog(page, "Delete this key?")
+    expect(confirm).to_have_accessible_description(re.compile(r", identity customer-42\)"))
+    confirm.get_by_role("button", name="Cancel").click()
+
+    page.get_by_role("button", name="Identities").click()
+    expect(made).to_contain_text("1 key")
+    page.get_by_role("button", name="Keys and usage of customer-42").click()
+    detail = page.locator("#identity-detail")
+    expect(page.get_by_role("heading", name="Keys and usage of customer-42")).to_be_focused()
+    expect(page.get_by_role("table", name="Keys and usage of customer-42")).to_contain_text(
+        "Acme's key"
+    )
+    expect(detail).to_contain_text("its keys were used 2 times: 2 allowed and 0 refused.")
+    screenshot(page, screenshots, "identities")
+
+    # Deleting an identity that still holds a key: the API's 409, in words.
+    tab.expect_refusal(409)
+    page.get_by_role("button", name="Delete customer-42").click()
+    confirm = dialog(page, "Delete this identity?")
+    expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    confirm.get_by_role("button", name="Delete identity").click()
+    expect(confirm.get_by_role("alert")).to_have_text(
+        "This identity still holds 1 key: delete them or move them to another identity first."
+    )
+    confirm.get_by_role("button", name="Cancel").click()
+    deleted = server.request("DELETE", f"/api/keys/{identifier(held['key'])}", org.sdk)
+    assert deleted.status == 204
+    page.get_by_role("button", name="Delete customer-42").click()
+    confirm.get_by_role("button", name="Delete identity").click()
+    expect(confirm).to_be_hidden()
+    expect(page.get_by_text("No identities yet.")).to_be_visible()
+    assert server.request("GET", f"/api/identities/{identity['id']}", org.sdk).status == 404
+
+
+def test_new_key_lets_an_sdk_integration_key_choose_an_identity(tab, server, org):
+    made = server.request(
+        "POST", "/api/identities", org.sdk, {"external_id": "customer-7", "name": "Seven"}
+    )
+    assert made.status == 201, made.body
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="New key").click()
+    form = dialog(page, "Create a key")
+    choice = form.get_by_label("Identity", exact=True)
+    expect(choice).to_be_visible()
+    choice.select_option(label="customer-7 (Seven)")
+    form.get_by_label("Name").fill("Seven's key")
+    scope_boxes(form).first.check()
+    form.get_by_role("button", name="Create").click()
+    close_new_key(page)
+    expect(row(page, "Seven's key")).to_contain_text("identity customer-7")
+    shown = row(page, "Seven's key").locator("code.shown").text_content()
+    assert read_key(server, org.sdk, shown.removesuffix("..."))["identity"] == {
+        "id": made.json()["id"],
+        "external_id": "customer-7",
+    }
+
+
+def test_identities_and_import_are_offered_only_to_an_sdk_integration_key(tab, server, org):
+    everything = read_key(server, org.sdk, identifier(org.sdk))["scopes"]
+    mine = make_key(server, org.sdk, "Everything", everything)
+    page = tab.page
+    use_key(page, mine["key"])
+    for name, why in (
+        ("Identities", "Identities: only an sdk_integration key may manage them."),
+        ("Import", "Import: only an sdk_integration key may import keys."),
+    ):
+        button = page.get_by_role("button", name=name, exact=True)
+        expect(button).to_be_disabled()
+        expect(button).to_have_accessible_description(why)
+        expect(page.get_by_text(why)).to_be_visible()
+    page.get_by_role("button", name="New key").click()
+    expect(dialog(page, "Create a key").get_by_label("Identity", exact=True)).to_be_hidden()
+
+
+def jsonl(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_import_previews_a_file_line_by_line_then_sends_it(tab, server, org, tmp_path, screenshots):
+    first, second = "imported-" + "a" * 24, "imported-" + "b" * 24
+    keys = jsonl(
+        tmp_path / "keys.jsonl",
+        json.dumps(
+            {"key": first, "name": "Imported one", "kind": "custom", "scopes": ["monitor:read"]}
+        ),
+        json.dumps(
+            {"key": second, "name": "Imported two", "kind": "custom", "scopes": ["monitor:read"]}
+        ),
+        "{not json",
+        json.dumps({"name": "No key", "kind": "custom"}),
+    )
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Import", exact=True).click()
+    form = dialog(page, "Import keys")
+    send = form.get_by_role("button", name="Import", exact=True)
+    expect(send).to_be_disabled()
+    form.get_by_label("Keys file (JSON lines)").set_input_files(keys)
+    expect(form.get_by_role("status")).to_have_text(
+        "2 keys will be made from keys.jsonl. 2 lines are refused and will not be sent:"
+    )
+    expect(form.get_by_role("list", name="Lines refused").get_by_role("listitem")).to_have_text(
+        ["Line 3: not JSON", "Line 4: has neither key nor key_sha256"]
+    )
+    screenshot(page, screenshots, "import")
+    send.click()
+    expect(form).to_be_hidden()
+    expect(page.get_by_text("Made 2 keys.")).to_be_visible()
+    expect(row(page, "Imported one")).to_have_count(1)
+    expect(row(page, "Imported two")).to_have_count(1)
+    answer = server.request("GET", "/api/forward-auth?scope=monitor:read", first)
+    assert answer.status == 204
+
+    # The same keys again: the API's 409, naming the file's lines.
+    tab.expect_refusal(409, 422)
+    page.get_by_role("button", name="Import", exact=True).click()
+    form.get_by_label("Keys file (JSON lines)").set_input_files(keys)
+    send.click()
+    alert = form.get_by_role("alert")
+    expect(alert).to_contain_text("The service already knows line 1, line 2: nothing was imported.")
+    expect(alert).to_contain_text("Line 1: This key is already known to the service.")
+
+    # An entry the API refuses: its line and field, in the API's words.
+    bad = jsonl(
+        tmp_path / "bad.jsonl",
+        "",
+        json.dumps({"key": "imported-" + "c" * 24, "name": "Bad", "kind": "nonsense"}),
+    )
+    form.get_by_label("Keys file (JSON lines)").set_input_files(bad)
+    expect(form.get_by_role("status")).to_have_text("1 key will be made from bad.jsonl.")
+    send.click()
+    expect(alert).to_contain_text("Line 2, kind: ")
+    assert server.request("GET", "/api/keys?page_size=200", org.sdk).json()["total_count"] == 4
+
+    many = jsonl(tmp_path / "many.jsonl", *[json.dumps({"key": f"k{n:020}"}) for n in range(1001)])
+    form.get_by_label("Keys file (JSON lines)").set_input_files(many)
+    expect(form.get_by_role("status")).to_have_text(
+        "Too many lines: 1,001 keys in the file, and one import takes at most 1,000. "
+        "Split the file and import each part."
+    )
+    expect(send).to_be_disabled()
+
+
+@NEEDS_AXE
+@pytest.mark.parametrize("size", [{"width": 1280, "height": 900}, NARROW], ids=["1280px", "390px"])
+def test_identities_and_import_pass_axe_wcag_2_a_and_aa(
+    tab, server, org, size, tmp_path, screenshots
+):
+    made = server.request(
+        "POST",
+        "/api/identities",
+        org.sdk,
+        {"external_id": "customer-9", "name": "Nine", "quota": {"requests": 9, "period": "day"}},
+    )
+    assert made.status == 201, made.body
+    make_key(server, org.sdk, "Nine's key", identity="customer-9")
+    page = tab.page
+    page.set_viewport_size(size)
+    use_key(page, org.sdk)
+    source = AXE.read_text()
+    violations = {}
+
+    def check(view: str) -> None:
+        expect(page.locator('[aria-busy="true"]')).to_have_count(0)
+        if not page.evaluate("typeof axe !== 'undefined'"):
+            page.evaluate(source)
+        found = page.evaluate(
+            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})"
+            ".then(result => result.violations.map("
+            "v => `${v.id}: ${v.help} (${v.nodes.map(n => n.target.join(' ')).join(', ')})`))",
+            WCAG,
+        )
+        if found:
+            violations[view] = found
+
+    page.get_by_role("button", name="Identities").click()
+    expect(identity_row(page, "customer-9")).to_contain_text("1 key")
+    page.get_by_role("button", name="Keys and usage of customer-9").click()
+    expect(page.locator("#identity-usage")).not_to_be_empty()
+    check("identities")
+    if size == NARROW:
+        screenshot(page, screenshots, "identities-narrow")
+    page.get_by_role("button", name="Edit customer-9").click()
+    check("edit identity")
+    dialog(page, "Edit identity").get_by_role("button", name="Cancel").click()
+    tab.expect_refusal(409)
+    page.get_by_role("button", name="Delete customer-9").click()
+    dialog(page, "Delete this identity?").get_by_role("button", name="Delete identity").click()
+    expect(dialog(page, "Delete this identity?").get_by_role("alert")).not_to_be_empty()
+    check("delete identity, refused")
+    dialog(page, "Delete this identity?").get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Back to keys").click()
+    page.get_by_role("button", name="Import", exact=True).click()
+    keys = jsonl(tmp_path / "keys.jsonl", json.dumps({"key": "x" * 20}), "nope")
+    dialog(page, "Import keys").get_by_label("Keys file (JSON lines)").set_input_files(keys)
+    expect(dialog(page, "Import keys").get_by_role("status")).not_to_be_empty()
+    check("import preview")
+    assert violations == {}
+
+
+def test_an_identitys_field_errors_stand_under_their_inputs_by_their_labels(tab, server, org):
+    page = tab.page
+    use_key(page, org.sdk)
+    page.get_by_role("button", name="Identities").click()
+    page.get_by_role("button", name="New identity").click()
+    form = dialog(page, "New identity")
+    tab.expect_refusal(422)
+    form.get_by_label("External id").fill(" spaced ")
+    form.get_by_label("Name", exact=True).fill("Spaced")
+    form.get_by_label("Requests", exact=True).fill("0")
+    form.get_by_label("Per seconds").fill("60")
+    form.get_by_role("button", name="Save").click()
+    expect(form.get_by_role("alert")).to_have_text(
+        "The request is not valid: External id, Rate limit."
+    )
+    external = form.get_by_label("External id")
+    expect(external).to_be_focused()
+    expect(external).to_have_attribute("aria-invalid", "true")
+    expect(external).to_have_accessible_description(re.compile(r"^External id: Must be printable"))
+    expect(form.locator("#identity-rate-error")).to_contain_text("Requests: ")
+
+    # Half a rate limit is the page's own refusal: nothing is sent.
+    form.get_by_label("External id").fill("customer-1")
+    form.get_by_label("Per seconds").fill("")
+    form.get_by_role("button", name="Save").click()
+    expect(form.locator("#identity-rate-error")).to_have_text(
+        "Rate limit: Give both Requests and Per seconds, or neither."
+    )
+    listed = server.request("GET", "/api/identities", org.sdk).json()
+    assert listed["total_count"] == 0

@@ -19,6 +19,9 @@ export function openDelete(key, opener) {
   );
   $("delete-name").textContent = key.name;
   $("delete-shown").textContent = key.key;
+  $("delete-identity").textContent = key.identity
+    ? `, identity ${key.identity.external_id}`
+    : "";
   deletion.fields.clear();
   showDialog($("delete-dialog"), opener);
   $("delete-dialog").querySelector(".cancel").focus();

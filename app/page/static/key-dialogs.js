@@ -10,6 +10,7 @@ import { adopt } from "./signin.js";
 import { showCreated } from "./new-key.js";
 import { fillPolicy, policyFields, policyOf, unchanged } from "./policy.js";
 import { quotaWords } from "./quota.js";
+import { offerIdentities } from "./identity-words.js";
 import { lacking, selfEnds, session } from "./session.js";
 import { openRotate } from "./rotate-dialog.js";
 import { openDelete } from "./delete-dialog.js";
@@ -20,6 +21,7 @@ const form = {
   dialog: $("key-dialog"),
   name: $("key-name"),
   kind: $("key-kind"),
+  identity: $("key-identity"),
   expires: $("key-expires"),
   boxes: $("scope-boxes"),
   note: $("scopes-note"),
@@ -37,6 +39,11 @@ form.fields = new Fields($("key-dialog-error"), {
     inputs: () => [...form.boxes.querySelectorAll("input")],
   },
   expires_at: { label: "Expires", message: $("key-expires-error"), inputs: () => [form.expires] },
+  identity: {
+    label: "Identity",
+    message: $("key-identity-error"),
+    inputs: () => [form.identity],
+  },
   ...policyFields,
 });
 
@@ -144,8 +151,15 @@ $("new-key").addEventListener("click", (event) => {
   fillPolicy(null, { ips: ipRule(true), quota: quotaRule(true), enabled: "" });
   form.submit.textContent = "Create";
   form.fields.clear();
+  $("identity-field").hidden = true;
   showDialog(form.dialog, event.currentTarget);
   form.name.focus();
+  // An sdk_integration key may give the key an identity: the choice, once it is read.
+  offerIdentities(form.identity)
+    .then((offered) => {
+      $("identity-field").hidden = !offered || form.editing !== null;
+    })
+    .catch((error) => report(form.fields, error));
 });
 
 form.kind.addEventListener("change", () => fixedScopes(form.kind.value, fixedOf(form.kind.value)));
@@ -156,7 +170,9 @@ export function openEdit(key, opener, unchecked = [], saved = null) {
   form.editing = key;
   form.saved = saved;
   $("key-dialog-title").textContent = "Edit key";
-  $("key-dialog-target").textContent = `${key.key} (${key.kind})`;
+  const holder = key.identity ? `, identity ${key.identity.external_id}` : "";
+  $("key-dialog-target").textContent = `${key.key} (${key.kind}${holder})`;
+  $("identity-field").hidden = true;
   form.name.value = key.name;
   $("kind-field").hidden = true;
   scopeBoxes(key.scopes.filter((scope) => !unchecked.includes(scope)));
@@ -209,6 +225,9 @@ function created(kind) {
   }
   if (Object.keys(policy.metadata).length) {
     body.metadata = policy.metadata;
+  }
+  if (!$("identity-field").hidden && form.identity.value) {
+    body.identity = form.identity.value;
   }
   return body;
 }

@@ -46,6 +46,9 @@ export function refusals(key) {
  * 2 networks"; "" for none. */
 function policyWords(key) {
   const words = [];
+  if (key.identity) {
+    words.push(`identity ${key.identity.external_id}`);
+  }
   if (key.rate_limit) {
     words.push(`limited to ${key.rate_limit.requests} per ${key.rate_limit.seconds} s`);
   }

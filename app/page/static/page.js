@@ -20,6 +20,9 @@
 //   audit.js        the audit log
 //   webhooks.js     the webhook endpoints and their recent deliveries, with a retry
 //   event-words.js  the key events webhooks take, in words ("Key created")
+//   identities.js   identities: made, edited, deleted; one's keys and usage
+//   identity-words.js  an identity's limits in words, and New key's choice of one
+//   import-keys.js  Import: a file of keys previewed line by line, then sent
 //   new-key.js      a new key, shown once
 //
 // They import one another in one direction, never in a circle (tests/test_page_modules.py).

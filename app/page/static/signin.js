@@ -5,6 +5,8 @@
 import { api, keyPath, onUnauthorized, Refusal } from "./api.js";
 import { closeAudit, offerAudit } from "./audit.js";
 import { closeWebhooks, offerWebhooks } from "./webhooks.js";
+import { closeIdentities, offerIdentities } from "./identities.js";
+import { closeImport, offerImport } from "./import-keys.js";
 import { $ } from "./dom.js";
 import { clearList, loadPage } from "./keys.js";
 import { forgetKey, session, storedKey, storeKey } from "./session.js";
@@ -104,6 +106,8 @@ export function signOut(message, invalid = false) {
   $("keys").hidden = true;
   closeAudit();
   closeWebhooks();
+  closeIdentities();
+  closeImport();
   closeUsage();
   $("in-use").hidden = true;
   clearList();
@@ -121,6 +125,8 @@ export function adopt(inUse) {
   $("in-use-key").textContent = inUse.key;
   offerAudit();
   offerWebhooks();
+  offerIdentities();
+  offerImport();
 }
 
 /** The key in use as the API shows it, read by its public identifier alone. */
