@@ -76,6 +76,7 @@ def test_healthz_is_503_when_the_tables_are_gone(app_on, new_database):
             "key_metadata",
             "key_usage",
             "api_keys",
+            "identities",
             "organizations",
         ):
             connection.execute(text(f"DROP TABLE {table}"))
