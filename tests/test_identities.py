@@ -323,3 +323,26 @@ def test_keys_imported_by_a_key_of_an_identity_join_it_and_share_its_quota(clien
     assert imported.json["keys"][0]["identity"]["id"] == made["id"]
     results = [client.get("/api/forward-auth", auth=(foreign, "")).status_code for _ in range(3)]
     assert results == [204, 204, 429]
+
+
+def test_a_key_of_an_identity_cannot_change_an_identitys_limits(client, org):
+    made = new_identity(client, org, quota={"requests": 3, "period": "day"})
+    member = key_of(client, org.sdk, made["id"])["key"]
+    lifted = client.put(f"/api/identities/{made['id']}", json={"quota": None}, auth=(member, ""))
+    assert lifted.status_code == 403, lifted.json
+    assert (lifted.json["code"], list(lifted.json["errors"])) == ("exceeds_caller", ["quota"])
+    renamed = client.put(f"/api/identities/{made['id']}", json={"name": "n"}, auth=(member, ""))
+    assert renamed.status_code == 200, renamed.json
+
+
+@pytest.mark.parametrize("sent", ["a\u0000b", "a\tb", " padded"])
+def test_an_identity_reference_that_no_identity_can_have_is_refused_not_asked(client, org, sent):
+    refused = create(client, org.sdk, identity=sent)
+    assert refused.status_code == 422, refused.json
+    assert "identity" in refused.json["errors"]
+    path = "/api/identities/external_id:" + sent.replace("\u0000", "%00").replace(
+        "\t", "%09"
+    ).replace(" ", "%20")
+    assert client.get(path, auth=(org.sdk, "")).status_code == 404
+    listed = client.get("/api/keys?identity=a%00b", auth=(org.sdk, ""))
+    assert listed.status_code == 422, listed.json

@@ -128,14 +128,44 @@ def test_a_key_cannot_grant_uses_to_its_makers_quota(client, org):
     assert "quota" in granted.json["errors"]
 
 
-def test_a_chain_is_bound_by_at_most_eight_makers_then_refused(client, org):
-    keys = [made(client, org.sdk, rate_limit={"requests": 1000, "seconds": 60})["key"]]
-    for _ in range(8):
+def test_a_key_is_made_at_most_sixteen_generations_below_the_operators(client, org):
+    keys = [made(client, org.sdk)["key"]]  # org.sdk, the operator's, is the first maker
+    for _ in range(15):
         keys.append(made(client, keys[-1])["key"])
     refused = create(client, keys[-1], **SDK)
     assert refused.status_code == 403, refused.json
     assert refused.json["code"] == "exceeds_caller"
-    assert "at most 8 keys" in refused.json["detail"]
+    assert "at most 16 generations" in refused.json["detail"]
+
+
+def test_limits_given_to_a_maker_later_bind_the_keys_it_made(client, org):
+    maker = made(client, org.sdk)["key"]
+    child = made(client, maker, quota=None)["key"]
+    assert update(client, org.sdk, maker[:15], quota=DAY_3).status_code == 200
+    assert [use(client, child).status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+def test_a_key_cannot_loosen_the_limits_of_a_key_that_made_it(client, org):
+    maker = made(client, org.sdk, quota={"requests": 100, "period": "day"})["key"]
+    child = made(client, maker)["key"]  # its own quota: 100 a day, the maker's
+    narrowed = update(client, org.sdk, maker[:15], quota={"requests": 50, "period": "day"})
+    assert narrowed.status_code == 200, narrowed.json
+    widened = update(client, child, maker[:15], quota={"requests": 100, "period": "day"})
+    assert widened.status_code == 403, widened.json
+    assert (widened.json["code"], list(widened.json["errors"])) == ("exceeds_caller", ["quota"])
+    lifted = update(client, child, maker[:15], quota=None)
+    assert lifted.status_code == 403, lifted.json
+    tighter = update(client, child, maker[:15], quota={"requests": 40, "period": "day"})
+    assert tighter.status_code == 200, tighter.json
+
+
+def test_a_rotated_keys_limits_are_its_successors(client, org):
+    maker = made(client, org.sdk, quota={"requests": 4, "period": "day"})["key"]
+    rotated = rotate(client, org.sdk, maker[:15], grace_seconds=3600)
+    assert rotated.status_code == 201, rotated.json
+    changed = update(client, org.sdk, maker[:15], quota={"requests": 1000, "period": "day"})
+    assert changed.status_code == 409, changed.json
+    assert changed.json["code"] == "already_rotated"
 
 
 @pytest.mark.parametrize("limits", [{}, {"rate_limit": None, "quota": None}])
@@ -144,3 +174,23 @@ def test_keys_made_by_a_key_without_limits_are_bound_by_their_own_alone(client, 
     grandchild = made(client, child, quota={"requests": 2, "period": "day"})["key"]
     assert [use(client, child).status_code for _ in range(4)] == [200] * 4
     assert [use(client, grandchild).status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_a_key_imported_with_a_deleted_makers_identifier_takes_none_of_its_counts(client, org):
+    maker = made(client, org.sdk, quota={"requests": 5, "period": "day"})["key"]
+    child = made(client, maker)["key"]  # the maker's first use
+    assert client.delete(f"/api/keys/{maker[:15]}", auth=(org.sdk, "")).status_code == 204
+    entry = {
+        "key": "sk_live_" + "q" * 24,
+        "identifier": maker[:15],
+        "name": "brought",
+        "kind": "custom",
+        "scopes": ["monitor:read"],
+        "quota": {"requests": 1, "period": "day"},
+    }
+    brought = client.post("/api/keys/import", json={"keys": [entry]}, auth=(org.sdk, ""))
+    assert brought.status_code == 201, brought.json
+    assert brought.json["keys"][0]["quota_remaining"] == 1  # its own count, not the lineage's
+    uses = [client.get("/api/forward-auth", auth=(entry["key"], "")).status_code for _ in range(2)]
+    assert uses == [204, 429]
+    assert [use(client, child).status_code for _ in range(5)] == [200] * 4 + [429]

@@ -188,14 +188,17 @@ class Limits:
         counters: list[Counter] = []
         # Each counter's (who, RATE or QUOTA, the Rate's name or the quota's end, its reset).
         parts: list[tuple[bindings.Bound, str, str | datetime | None, int | None]] = []
-        makers = 0
+        makers = 0  # the makers with a rate limit, named "maker", "maker-2"...
         for bound in binding:
-            if bound.who == bindings.MAKER:
-                makers += 1
             requests, seconds = bound.rate_limit_requests, bound.rate_limit_seconds
             if requests is not None and seconds is not None:
                 item = RateLimitItemPerSecond(requests, seconds)
-                name = bound.who if makers < 2 else f"{bindings.MAKER}-{makers}"
+                makers += bound.who == bindings.MAKER
+                name = (
+                    bound.who
+                    if makers < 2 or bound.who != bindings.MAKER
+                    else f"{bindings.MAKER}-{makers}"
+                )
                 counters.append(
                     Counter(
                         self.rate_key(bound.counter, requests, seconds), item.get_expiry(), requests

@@ -119,7 +119,9 @@ def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True)
     if key.allowed_ips and not allowed_address(address(), tuple(key.allowed_ips)):
         return Verdict(IP_NOT_ALLOWED)
     if not is_use or (
-        key.rate_limit_requests is None and key.quota_requests is None and not key.bound_by
+        key.rate_limit_requests is None
+        and key.quota_requests is None
+        and not (key.bound_by and bindings.binds(key.bound_by))
     ):
         return USABLE
     spent = limits.spend_key(key)  # the rate limits, then the quotas: all or none

@@ -19,9 +19,9 @@ MAKER = "maker"
 IDENTITY = "identity"
 # An identity's counters are named apart from a key's lineage (identifiers have no colon).
 IDENTITY_COUNTER = "identity:"
-# The most makers a key may be bound by: a key that would be bound by more is refused
-# (403 exceeds_caller), so that a check never spends more than 2 + 2 x 9 counters.
-MOST_MAKERS = 8
+# The most makers a key may have (limits or not): a key that would have more is refused
+# (403 exceeds_caller), so that a check never spends more than 2 + 2 x 17 counters.
+MOST_MAKERS = 16
 
 
 class Bound(NamedTuple):
@@ -57,6 +57,11 @@ def identity_counter(public_id: str) -> str:
     return IDENTITY_COUNTER + public_id
 
 
+def binds(bounds: Sequence[Bound]) -> bool:
+    """Whether any of `bounds` has a limit."""
+    return any(has_limits(bound) for bound in bounds)
+
+
 def has_limits(limited: Any) -> bool:
     return limited.rate_limit_requests is not None or limited.quota_requests is not None
 
@@ -83,12 +88,13 @@ def made_by(
     own_counter: str, maker_bounds: Sequence[Bound], maker: Limited | None, kept: Sequence[Bound]
 ) -> list[Bound] | None:
     """What binds a key of lineage `own_counter` made by a key bound by `maker_bounds`
-    whose own limits are `maker` (None: it has none), beside what already bound it
+    whose own limits are `maker` (None: the operator), beside what already bound it
     (`kept`: a rotated key's): its makers', then its maker; each counter once, never its
-    own. None when that is more than MOST_MAKERS."""
+    own. A maker without limits is kept too, so that limits it is given later bind the
+    keys it made. None when that is more than MOST_MAKERS."""
     chosen: dict[str, Bound] = {}
     candidates = [*kept, *(b for b in maker_bounds if b.who == MAKER)]
-    if maker is not None and has_limits(maker):
+    if maker is not None:
         candidates.append(of_maker(maker))
     for bound in candidates:
         if bound.counter != own_counter:

@@ -3,33 +3,21 @@ fields on a key (app/keys/schemas.py): a name, metadata, a rate limit and a quot
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, pre_load, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, pre_load, validates_schema
 
 from app.http.arguments import PageArguments, RateLimit
-from app.keys.schemas import EXTERNAL_ID_MAX_LENGTH, Name, metadata_field
+from app.keys.schemas import Name, external_id_field, metadata_field
 from app.quotas.schemas import Quota
 
-# The organization's own id for a holder: printable ASCII, no space at either end.
-EXTERNAL_ID = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
 READ_ONLY = frozenset({"id", "quota_remaining", "key_count", "created", "updated"})
 UPDATABLE = frozenset({"external_id", "name", "metadata", "rate_limit", "quota"})
 
 
 def _external_id(**kwargs: Any) -> fields.String:
-    return fields.String(
-        validate=[
-            validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
-            validate.Regexp(
-                EXTERNAL_ID,
-                error="Must be printable ASCII characters, without a space at either end.",
-            ),
-        ],
-        metadata={"description": "The organization's own id for the holder: unique in it."},
-        **kwargs,
-    )
+    description = {"description": "The organization's own id for the holder: unique in it."}
+    return external_id_field(metadata=description, **kwargs)
 
 
 class _IdentityInput(Schema):

@@ -18,6 +18,8 @@ from app.domain.scopes import SDK_INTEGRATION
 from app.domain.timestamps import TICK, iso, utcnow
 from app.extensions import db
 from app.http.errors import ApiError
+from app.keys import bounds
+from app.keys.schemas import EXTERNAL_ID, EXTERNAL_ID_MAX_LENGTH
 from app.quotas import service as quotas
 from app.storage import pages, queries
 from app.storage.models import ApiKey
@@ -101,10 +103,13 @@ def _read(organization_id: int, *criteria: Any, lock: bool = False) -> Identity 
 
 def named(organization_id: int, reference: str, lock: bool = False) -> Identity | None:
     """The organization's identity a path names: `id_...`, or `external_id:<value>`."""
+    value = reference.removeprefix(BY_EXTERNAL_ID)
+    if EXTERNAL_ID.match(value) is None or len(value) > EXTERNAL_ID_MAX_LENGTH:
+        return None  # no identity has it (nor can a database be asked it: a NUL, say)
     if reference.startswith(BY_EXTERNAL_ID):
-        criterion = _IDENTITIES.c.external_id == reference.removeprefix(BY_EXTERNAL_ID)
+        criterion = _IDENTITIES.c.external_id == value
     else:
-        criterion = _IDENTITIES.c.public_id == reference
+        criterion = _IDENTITIES.c.public_id == value
     return _read(organization_id, criterion, lock=lock)
 
 
@@ -213,6 +218,7 @@ def update_identity(caller: Caller, reference: str, data: dict[str, Any]) -> dic
         identity = named(caller.organization_id, reference, lock=True)
         if identity is None:
             raise _not_found()
+        bounds.require_may_change_identity_limits(caller, data)
         changes = {
             field: data[field]
             for field in ("external_id", "name", "metadata")

@@ -219,8 +219,16 @@ MAY_NOT_SET_IDENTITY = (
     "or change a key's identity."
 )
 TOO_DEEP = (
-    f"A key may be bound by the limits of at most {bindings.MOST_MAKERS} keys that made it: "
-    "this one would be bound by more. Make it with a key made by fewer keys with limits."
+    f"A key may be made at most {bindings.MOST_MAKERS} generations below a key the operator "
+    "made: this one would be more. Make it with a key made by fewer keys."
+)
+LIMITS_OF_A_MAKER = (
+    "A key cannot loosen the limits of a key that made it, which bind it too: it may "
+    "narrow them only."
+)
+LIMITS_OF_ITS_IDENTITY = (
+    "A key that belongs to an identity, or was made by a key with limits, cannot change an "
+    "identity's limits."
 )
 
 
@@ -250,6 +258,33 @@ def identity_of_made(caller: Caller, data: dict, kept: HeldBy | None = None) -> 
     if _makers(caller):
         raise _beyond(MAY_NOT_SET_IDENTITY)
     return named_identity(caller, data["identity"])
+
+
+def require_no_looser_maker(caller: Caller, key: Key, data: dict) -> None:
+    """A key changing a key that made it (at any depth) may only narrow its limits, which
+    bind the caller too: else 403 `exceeds_caller` naming the field."""
+    if key.counter not in {bound.counter for bound in caller.bound_by}:
+        return
+    current = Held(0, (), None, key.rate_limit, key.quota)
+    try:
+        require_within(current, data)
+    except ApiError as refusal:
+        fields = list(refusal.errors or {})
+        raise ApiError(
+            403, "exceeds_caller", LIMITS_OF_A_MAKER, {f: [LIMITS_OF_A_MAKER] for f in fields}
+        ) from None
+
+
+def require_may_change_identity_limits(caller: Caller, data: dict) -> None:
+    """An identity's limits are changed only by a caller bound by nothing: else 403."""
+    named = [field for field in ("rate_limit", "quota") if field in data]
+    if named and (caller.identity is not None or _makers(caller)):
+        raise ApiError(
+            403,
+            "exceeds_caller",
+            LIMITS_OF_ITS_IDENTITY,
+            {f: [LIMITS_OF_ITS_IDENTITY] for f in named},
+        )
 
 
 def require_may_change_identity(caller: Caller) -> None:

@@ -183,6 +183,8 @@ def _write(
             identity=identity,
             bound_by=bound_by,
             imported=imported,
+            # Counts of its own: an identifier kept from an export names no lineage here.
+            quota_counter=keyformat.new_imported_identifier(),
         )
         keys.append(key)
     return keys

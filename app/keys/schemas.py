@@ -65,6 +65,7 @@ METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
 # An identity's external id (CONTRACT.md section 23): the organization's own id for it.
 EXTERNAL_ID_MAX_LENGTH = 255
+EXTERNAL_ID = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
 # The metadata as forward auth sends it (X-Api-Key-Metadata), so that nginx's and Caddy's
 # default header buffers carry it (CONTRACT.md section 20).
 MAX_METADATA_BYTES = 2048
@@ -214,13 +215,25 @@ def metadata_field(**kwargs: Any) -> fields.Dict:
     )
 
 
-def identity_reference(**kwargs: Any) -> fields.String:
-    """An identity a body or a query names: its `id`, or else its `external_id`."""
+def external_id_field(**kwargs: Any) -> fields.String:
+    """An identity's external id, or a reference to an identity (its id has the same form):
+    1 to 255 printable ASCII characters, no space at either end."""
     return fields.String(
-        validate=validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
-        metadata={"description": "The identity's `id`, or else its `external_id`."},
+        validate=[
+            validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
+            validate.Regexp(
+                EXTERNAL_ID,
+                error="Must be printable ASCII characters, without a space at either end.",
+            ),
+        ],
         **kwargs,
     )
+
+
+def identity_reference(**kwargs: Any) -> fields.String:
+    """An identity a body or a query names: its `id`, or else its `external_id`."""
+    description = {"description": "The identity's `id`, or else its `external_id`."}
+    return external_id_field(metadata=description, **kwargs)
 
 
 class _Policy(Schema):

@@ -179,6 +179,7 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         bounds.require_power_over(caller, held, key)
         bounds.require_scopes(caller, held, scope_bits)
         bounds.require_within(held, data)
+        bounds.require_no_looser_maker(caller, key, data)
         identity, new = key.identity, None
         if "identity" in data:
             new = (
@@ -192,6 +193,11 @@ def update_key(caller: Caller, key: Key, data: dict) -> Key:
         organization_policy.govern(caller.organization_id, data, organization_policy.UPDATE)
         if is_immutable(key.kind) and scope_bits != key.scope_bits:
             raise ApiError(409, "immutable_key", f"The scopes of {key.kind} keys cannot change.")
+        limits = {"rate_limit": key.rate_limit, "quota": key.quota}
+        if key.replaced_by is not None and any(
+            field in data and data[field] != limits[field] for field in limits
+        ):
+            raise _already_rotated(key, "its limits are its successor's: change those.")
         if key.replaced_by is not None and "expires_at" in data:
             ends = data["expires_at"]
             if ends is None or key.expires_at is None or ends > from_iso(key.expires_at):
