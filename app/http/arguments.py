@@ -91,3 +91,29 @@ class RateLimit(Schema):
     seconds = fields.Integer(
         strict=True, required=True, validate=validate.Range(min=1, max=MAX_RATE_SECONDS)
     )
+
+
+# An identity's external id (CONTRACT.md section 23): the organization's own id for it.
+EXTERNAL_ID_MAX_LENGTH = 255
+EXTERNAL_ID = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
+
+
+def external_id_field(**kwargs: Any) -> fields.String:
+    """An identity's external id, or a reference to an identity (its id has the same form):
+    1 to 255 printable ASCII characters, no space at either end."""
+    return fields.String(
+        validate=[
+            validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
+            validate.Regexp(
+                EXTERNAL_ID,
+                error="Must be printable ASCII characters, without a space at either end.",
+            ),
+        ],
+        **kwargs,
+    )
+
+
+def identity_reference(**kwargs: Any) -> fields.String:
+    """An identity a body or a query names: its `id`, or else its `external_id`."""
+    description = {"description": "The identity's `id`, or else its `external_id`."}
+    return external_id_field(metadata=description, **kwargs)

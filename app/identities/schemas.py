@@ -7,8 +7,8 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, pre_load, validates_schema
 
-from app.http.arguments import PageArguments, RateLimit
-from app.keys.schemas import Name, external_id_field, metadata_field
+from app.http.arguments import PageArguments, RateLimit, external_id_field
+from app.keys.schemas import Name, metadata_field
 from app.quotas.schemas import Quota
 
 READ_ONLY = frozenset({"id", "quota_remaining", "key_count", "created", "updated"})

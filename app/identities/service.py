@@ -17,9 +17,9 @@ from app.domain.credentials import Caller
 from app.domain.scopes import SDK_INTEGRATION
 from app.domain.timestamps import TICK, iso, utcnow
 from app.extensions import db
+from app.http.arguments import EXTERNAL_ID, EXTERNAL_ID_MAX_LENGTH
 from app.http.errors import ApiError
 from app.keys import bounds
-from app.keys.schemas import EXTERNAL_ID, EXTERNAL_ID_MAX_LENGTH
 from app.quotas import service as quotas
 from app.storage import pages, queries
 from app.storage.models import ApiKey

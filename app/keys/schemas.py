@@ -23,7 +23,7 @@ from marshmallow import (
 from app.domain import addresses, keyformat
 from app.domain.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
 from app.domain.timestamps import utcnow
-from app.http.arguments import PageArguments, RateLimit, Timestamp
+from app.http.arguments import PageArguments, RateLimit, Timestamp, identity_reference
 from app.quotas import service as quotas
 from app.quotas.schemas import Quota
 from app.storage.pages import ACTIVE, EXPIRED
@@ -63,9 +63,6 @@ MAX_ALLOWED_IPS = 50
 MAX_METADATA_MEMBERS = 20
 METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
-# An identity's external id (CONTRACT.md section 23): the organization's own id for it.
-EXTERNAL_ID_MAX_LENGTH = 255
-EXTERNAL_ID = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
 # The metadata as forward auth sends it (X-Api-Key-Metadata), so that nginx's and Caddy's
 # default header buffers carry it (CONTRACT.md section 20).
 MAX_METADATA_BYTES = 2048
@@ -213,27 +210,6 @@ def metadata_field(**kwargs: Any) -> fields.Dict:
         },
         **kwargs,
     )
-
-
-def external_id_field(**kwargs: Any) -> fields.String:
-    """An identity's external id, or a reference to an identity (its id has the same form):
-    1 to 255 printable ASCII characters, no space at either end."""
-    return fields.String(
-        validate=[
-            validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
-            validate.Regexp(
-                EXTERNAL_ID,
-                error="Must be printable ASCII characters, without a space at either end.",
-            ),
-        ],
-        **kwargs,
-    )
-
-
-def identity_reference(**kwargs: Any) -> fields.String:
-    """An identity a body or a query names: its `id`, or else its `external_id`."""
-    description = {"description": "The identity's `id`, or else its `external_id`."}
-    return external_id_field(metadata=description, **kwargs)
 
 
 class _Policy(Schema):
