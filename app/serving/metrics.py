@@ -32,6 +32,7 @@ from flask import Blueprint, Flask, Response, abort, current_app, request
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -142,6 +143,15 @@ class Metrics:
             ["action"],
             registry=own,
         )
+        # Each worker's 1 while the shared limits' storage (Redis) does not answer and it
+        # counts in this host's file; the highest of the live workers is exported.
+        self.counts_degraded = Gauge(
+            "api_keys_counts_degraded",
+            "1 while the limits' storage (Redis) does not answer: rate limits counted in this"
+            " host's file, uses that spend a quota refused with 503 counts_unavailable.",
+            multiprocess_mode="livemax",
+            registry=own,
+        )
         # Label values -> the metric's child for them, each made once by `.labels()`.
         self._answered: dict[tuple[str, str, int], Counter] = {}
         self._timed: dict[str, Histogram] = {}
@@ -196,6 +206,12 @@ def limit_refused(rate: str) -> None:
     """A 429 of the abuse limit `rate` (RATELIMIT_PER_KEY is counted as `per_key`)."""
     if metrics := _metrics():
         metrics.limit_refusals.labels(rate.removeprefix("RATELIMIT_").lower()).inc()
+
+
+def counts_degraded(degraded: bool) -> None:
+    """This worker counts in this host's file (True) or in the shared storage again."""
+    if metrics := _metrics():
+        metrics.counts_degraded.set(1 if degraded else 0)
 
 
 def audit_recorded(action: str) -> None:
