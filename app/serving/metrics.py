@@ -152,6 +152,13 @@ class Metrics:
             multiprocess_mode="livemax",
             registry=own,
         )
+        self.counts_apart = Gauge(
+            "api_keys_counts_apart",
+            "1 while this host counts its limits in its own file (host://) and another host"
+            " serves the same database: /healthz answers 503.",
+            multiprocess_mode="livemax",
+            registry=own,
+        )
         # Label values -> the metric's child for them, each made once by `.labels()`.
         self._answered: dict[tuple[str, str, int], Counter] = {}
         self._timed: dict[str, Histogram] = {}
@@ -212,6 +219,12 @@ def counts_degraded(degraded: bool) -> None:
     """This worker counts in this host's file (True) or in the shared storage again."""
     if metrics := _metrics():
         metrics.counts_degraded.set(1 if degraded else 0)
+
+
+def counts_apart(apart: bool) -> None:
+    """This host counts in its own file while another serves the database (True), or not."""
+    if metrics := _metrics():
+        metrics.counts_apart.set(1 if apart else 0)
 
 
 def audit_recorded(action: str) -> None:
