@@ -52,7 +52,6 @@ ABOVE_THE_DATABASE = {
     "tests/server/test_host_limits.py": "limits counted in the host's file",
     "tests/server/test_redis_limits.py": "limits counted in Redis",
     "tests/server/test_redis_down.py": "limits counted while Redis does not answer",
-    "tests/server/test_hosts.py": "hosts recorded beside one another",
 }
 
 
