@@ -9,9 +9,9 @@ same database within three heartbeats would let each holder through once per hos
 start refuses it, naming `redis://`; a host that finds one later answers /healthz 503 with the
 reason, sets the gauge api_keys_counts_apart and logs it once a minute.
 
-A host is the place where its limits count: its name and a digest of its instance folder and
-storage URI, so that servers sharing one counts file are one host, and a host restarted keeps
-its id.
+A host is the place where its limits count: its name and a digest of its counts file
+(host://), or of its instance folder and storage URI, so that processes sharing one counts
+file are one host, and a host restarted keeps its id.
 """
 
 from __future__ import annotations
@@ -41,9 +41,14 @@ _heartbeats: weakref.WeakSet[Heartbeat] = weakref.WeakSet()
 
 
 def host_id(app: Flask) -> str:
-    """This host: its name and a digest of where its limits count."""
+    """This host: its name and a digest of where its limits count (for host://, the file
+    itself: processes sharing one file count as one host, wherever their instance folder)."""
     uri = app.config["RATELIMIT_STORAGE_URI"]
-    place = f"{os.path.realpath(app.instance_path)}\0{uri}"
+    if scheme(app) == "host":
+        path = uri.split("://", 1)[1] or os.path.join(app.instance_path, "limits.counts")
+        place = os.path.realpath(path)
+    else:
+        place = f"{os.path.realpath(app.instance_path)}\0{uri}"
     digest = hashlib.sha256(place.encode()).hexdigest()[:16]
     return f"{socket.gethostname()[:80]}:{digest}"
 
