@@ -87,6 +87,10 @@ def post_worker_init(worker) -> None:
     from app.webhooks import sender
 
     sender.start_all()
+    # Each worker records this host in the database (app/serving/hosts.py), requests or not.
+    from app.serving import hosts
+
+    hosts.start_all()
 
 
 def worker_exit(server, worker) -> None:
@@ -97,6 +101,9 @@ def worker_exit(server, worker) -> None:
 
     usage_counter.flush_all()
     sender.stop_all()
+    from app.serving import hosts
+
+    hosts.stop_all()
 
 
 def child_exit(server, worker) -> None:

@@ -10,6 +10,7 @@ from flask import Flask
 
 from app.access import counting
 from app.keys import operator
+from app.serving import hosts
 from app.storage import queries
 from app.storage.database import upgrade_embedded
 
@@ -42,8 +43,10 @@ def ensure_default_organization(app: Flask) -> bool:
 
 def first_start(app: Flask, workers: int = 1) -> None:
     """Before `workers` processes serve: a storage that would count the limits in each of
-    them is refused; then migrations (SQLite) or the schema check, then the `default`
+    them is refused; then migrations (SQLite) or the schema check, then this host recorded
+    (refused when it would count in its own file beside another host), then the `default`
     organization if none."""
     counting.refuse_per_process(app.config["RATELIMIT_STORAGE_URI"], workers)
     upgrade_embedded(app)
+    hosts.refuse_counting_apart(app)  # host:// while another host serves the database
     ensure_default_organization(app)

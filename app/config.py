@@ -33,9 +33,14 @@ DEFAULTS: dict[str, Any] = {
     "RATELIMIT_ENABLED": True,
     "RATELIMIT_STORAGE_URI": "host://",
     "RATELIMIT_KEY_PREFIX": "api-keys",
-    # The limits' storage (Redis) unreachable: keep serving, counting in each worker's
-    # memory until it answers again, with a warning in the log, rather than answer 503.
+    # The limits' storage (Redis) unreachable: keep serving, the rate limits counted in
+    # this host's file (RATELIMIT_FALLBACK_STORAGE_URI) and uses that would spend a quota
+    # refused with 503 until it answers again, rather than answer 503 to every request.
     "RATELIMIT_IN_MEMORY_FALLBACK_ENABLED": True,
+    # Where this host counts while Redis does not answer: its file, in the instance folder.
+    "RATELIMIT_FALLBACK_STORAGE_URI": "host://",
+    # Seconds between two records of this host in the database (0: none, no check).
+    "HOSTS_HEARTBEAT_SECONDS": 30,
     "RATELIMIT_AUTH_FAILURES": "100/minute",
     "RATELIMIT_PER_KEY": "6000/minute",
     "RATELIMIT_INTROSPECT": "60000/minute",
@@ -162,6 +167,10 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # this host (a file in the instance folder), redis://... between hosts too; memory://
     # counts in one process only, refused under several gunicorn workers.
     "RATELIMIT_STORAGE_URI": ("RATELIMIT_STORAGE_URI", str),
+    # Seconds between two records of this host in the database, by each worker (0: none).
+    "HOSTS_HEARTBEAT_SECONDS": ("HOSTS_HEARTBEAT_SECONDS", _non_negative_int),
+    # Where this host counts while Redis does not answer (host://: its instance folder's file).
+    "RATELIMIT_FALLBACK_STORAGE_URI": ("RATELIMIT_FALLBACK_STORAGE_URI", str),
     # Several deployments (or test runs) on one Redis keep their counters apart.
     "RATELIMIT_KEY_PREFIX": ("RATELIMIT_KEY_PREFIX", str),
     # Failed authentications a client address may make per period before it gets 429.

@@ -21,7 +21,7 @@ from app.leaks import views as leaks
 from app.mcp import views as mcp
 from app.openapi import views as docs
 from app.organizations import views as organization_views
-from app.serving import health, logs, metrics
+from app.serving import health, hosts, logs, metrics
 from app.storage import database
 from app.usage import counter as usage_counter
 from app.usage import views as usage_views
@@ -68,6 +68,7 @@ def register_extensions(app: Flask) -> None:
     db.init_app(app)
     limits.init_app(app)
     metrics.init_app(app)  # before any blueprint: it times every request
+    hosts.init_app(app)  # this host's heartbeat in the database, and its counts checked
     usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches
     webhook_sender.init_app(app)  # each worker delivers the webhooks' events
     announcements.init_app(app)  # a quota used up, recorded by the use that used it up

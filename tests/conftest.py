@@ -249,6 +249,8 @@ def own_counts(tmp_path, monkeypatch) -> None:
     """Each test's applications count their limits in a file of the test's own: the default
     (host://, app/access/counting) is the project's instance folder, which tests would share."""
     monkeypatch.setenv("RATELIMIT_STORAGE_URI", f"host://{tmp_path}/limits.counts")
+    # And where they count while Redis does not answer.
+    monkeypatch.setenv("RATELIMIT_FALLBACK_STORAGE_URI", f"host://{tmp_path}/fallback.counts")
     # Nor does any application of a test run a webhook sender thread unless the test asks
     # (its config says WEBHOOK_SENDER_ENABLED): one that outlived its engine's disposal
     # left a connection open, a ResourceWarning in a later test.

@@ -53,6 +53,7 @@ ABOVE_THE_DATABASE = {
     "tests/server/test_extension_remote.py": "the Flask extension against a remote service",
     "tests/server/test_host_limits.py": "limits counted in the host's file",
     "tests/server/test_redis_limits.py": "limits counted in Redis",
+    "tests/server/test_redis_down.py": "limits counted while Redis does not answer",
 }
 
 

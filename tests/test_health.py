@@ -38,13 +38,13 @@ def test_healthz_without_authentication_is_200_ok(client):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.mimetype == "application/json"
-    assert response.json == {"status": "ok"}
+    assert response.json == {"status": "ok", "counts": "ok"}
 
 
 def test_healthz_ignores_credentials_even_unknown_ones(client):
     response = client.get("/healthz", auth=("ak_not_a_key", ""))
     assert response.status_code == 200
-    assert response.json == {"status": "ok"}
+    assert response.json == {"status": "ok", "counts": "ok"}
 
 
 def test_healthz_is_503_when_the_database_cannot_be_opened(app_on, tmp_path):
@@ -94,4 +94,4 @@ def test_healthz_recovers_once_the_database_answers_again(app_on, tmp_path):
     assert runner.invoke(args=["org", "create", "acme"]).exit_code == 0
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json == {"status": "ok"}
+    assert response.json == {"status": "ok", "counts": "ok"}

@@ -185,7 +185,7 @@ def test_a_redis_that_does_not_answer_holds_a_request_about_a_second(
     assert answers, "the request still waits for Redis"
     assert answers[0].status_code == 200
     assert time.monotonic() - started < 5
-    assert "falling back to in-memory storage" in caplog.text
+    assert "Rate limit storage unreachable (redis)" in caplog.text
 
 
 @pytest.mark.parametrize("app_config", [{"RATELIMIT_AUTH_FAILURES": "2/minute"}])
@@ -195,7 +195,7 @@ def test_an_unreadable_authorization_is_a_failed_authentication(client, caplog):
         response = client.get("/api/keys", headers=unreadable)
         assert (response.status_code, response.json["code"]) == (401, "unauthorized")
     assert_rate_limited(client.get("/api/keys", headers=unreadable))
-    assert "falling back" not in caplog.text  # a client's bytes never switch the storage
+    assert "unreachable" not in caplog.text  # a client's bytes never switch the storage
 
 
 def test_a_storage_that_does_not_answer_is_a_503_when_the_fallback_is_off(
@@ -248,7 +248,7 @@ def test_the_limits_count_in_redis_again_once_it_answers(
     )
     client = app.test_client()
     assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
-    assert "falling back to in-memory storage" in caplog.text
+    assert "Rate limit storage unreachable (redis)" in caplog.text
     start_redis()
     for _ in range(3):
         assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
@@ -309,3 +309,42 @@ def test_each_counter_key_is_the_one_the_limits_library_builds(rate, identifier)
     head, tail = counted.keys[rate]
     item = counted.rates[rate]
     assert head + identifier + tail == item.key_for("prefix-7", rate, identifier)
+
+
+def test_while_redis_does_not_answer_quotas_are_refused_and_rate_limits_counted_on_the_host(
+    make_app, database_url, org
+):
+    app = make_app(
+        SQLALCHEMY_DATABASE_URI=database_url,
+        RATELIMIT_STORAGE_URI=f"redis://127.0.0.1:{free_port()}/0",  # nothing listens there
+    )
+    client = app.test_client()
+    assert client.get("/healthz").json == {"status": "ok", "counts": "degraded"}
+    body = {"name": "metered", "kind": "custom", "scopes": ["monitor:read"]}
+    made = client.post(
+        "/api/keys", json={**body, "quota": {"requests": 5, "period": "day"}}, auth=(org.sdk, "")
+    )
+    # Made and shown once, whatever Redis does; what is left of its quota cannot be read.
+    assert made.status_code == 201, made.json
+    assert (made.json["quota"], made.json["quota_remaining"]) == (
+        {"requests": 5, "period": "day"},
+        None,
+    )
+    refused = client.get("/api/forward-auth", auth=(made.json["key"], ""))
+    assert (refused.status_code, refused.json["code"]) == (503, "counts_unavailable")
+    assert 1 <= int(refused.headers["Retry-After"]) <= 10
+    grant = client.post(
+        f"/api/keys/{made.json['key'][:15]}/quota", json={"add": 1}, auth=(org.sdk, "")
+    )
+    assert (grant.status_code, grant.json["code"]) == (503, "counts_unavailable")
+    limited = client.post(
+        "/api/keys", json={**body, "rate_limit": {"requests": 2, "seconds": 60}}, auth=(org.sdk, "")
+    )
+    assert limited.status_code == 201, limited.json
+    statuses = [
+        client.get("/api/forward-auth", auth=(limited.json["key"], "")).status_code
+        for _ in range(3)
+    ]
+    assert statuses == [204, 204, 429]
+    storage = app.extensions["limits"].fallback
+    assert isinstance(storage, counting.HostCounts)  # the host's file, not a worker's memory

@@ -296,6 +296,7 @@ STORE_KEYS_AT = {
     "0011": insert_first_revision_keys,
     "0012": insert_first_revision_keys,
     "0013": insert_first_revision_keys,
+    "0014": insert_first_revision_keys,
 }
 
 

@@ -7,10 +7,15 @@
   spend another key's allowance by naming its public identifier.
 
 The counts live where RATELIMIT_STORAGE_URI says (app/access/counting: this host's file,
-shared by every worker, by default; Redis, shared by every host). A storage that does not
-answer is no reason to refuse requests: each worker then counts in its own memory, says so
-once in the log, and asks the storage again every RETRY_SECONDS. Only the storage's own
-errors switch over, never a client's request.
+shared by every worker, by default; Redis, shared by every host). A Redis that does not
+answer is no reason to refuse every request (CONTRACT.md section 24, "Redis down"): the rate
+limits and abuse limits are then counted in this host's file (RATELIMIT_FALLBACK_STORAGE_URI,
+shared by its workers: at most one limit per host while it lasts), while a use that would
+spend a quota is refused with 503 `counts_unavailable`, since a quota counted afresh on each
+host would be renewed by the outage. Each worker asks Redis again every RETRY_SECONDS, and
+says in the log once a minute that it does not answer; the counts of the host's file are
+not carried into Redis when it answers again, and Redis's own continue. Only the storage's
+own errors switch over, never a client's request.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ OWN = "key"
 QUOTA = "quota"
 RATE = "rate"
 RETRY_SECONDS = 10.0
+# Seconds between two log lines of one worker that names an outage of the storage.
+WARN_SECONDS = 60.0
+OK = "ok"
+DEGRADED = "degraded"
+# Where app/serving/health.py finds Limits.state, for /healthz's `counts`.
+COUNTS_STATE = "counts_state"
 # Where the application keeps what records a quota used up, called with the caller and the
 # Exhausted of its use (app/webhooks/announcements.py sets it; authentication calls it).
 EXHAUSTED = "quota_exhausted"
@@ -52,6 +63,11 @@ MESSAGES = {
     PER_KEY: "Too many requests with this key; retry later.",
     INTROSPECT: "Too many checks of this key; retry later.",
 }
+
+
+class CountsUnavailable(ApiError):
+    """503 `counts_unavailable`: a quota's count asked for while Redis, which alone holds
+    it, does not answer."""
 
 
 class Allowance(NamedTuple):
@@ -127,9 +143,16 @@ class Limits:
         self.fallback_enabled: bool = config["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"]
         self.logger = app.logger
         options = config.get("RATELIMIT_STORAGE_OPTIONS", {})
-        self.storage = counting.storage(config["RATELIMIT_STORAGE_URI"], options, app.instance_path)
+        self.storage_uri: str = config["RATELIMIT_STORAGE_URI"]
+        self.storage = counting.storage(self.storage_uri, options, app.instance_path)
+        self.fallback_uri: str = config["RATELIMIT_FALLBACK_STORAGE_URI"]
+        self.instance_path = app.instance_path
+        # A storage of this host only (its file, memory) has no outage to fall back from.
+        self.shared = not isinstance(self.storage, counting.HostCounts | counting.MemoryCounts)
+        self.host_counts: Storage | None = None  # this host's file, opened at the first outage
         self.fallback: Storage | None = None  # while the storage is silent
         self.retry_at = 0.0
+        self.warned_at = 0.0
 
     def allowed(self, rate: str, identifier: str) -> bool:
         """One use of `rate` counted for `identifier`: whether it had some left, as
@@ -216,10 +239,17 @@ class Limits:
                 parts.append(
                     (bound, QUOTA, window.end, None if window.end is None else _reset(left))
                 )
+        quota_bound = any(kind == QUOTA for _, kind, _, _ in parts)
+        storage = self._storage()
+        if quota_bound and storage is self.fallback:
+            raise self.counts_unavailable()
         try:
-            spent = counting.spend(self._storage(), counters)
+            spent = counting.spend(storage, counters)
         except self.storage.base_exceptions:
-            spent = counting.spend(self._fall_back(), counters)
+            fallback = self._fall_back()
+            if quota_bound:
+                raise self.counts_unavailable() from None
+            spent = counting.spend(fallback, counters)
         allowed = spent.refused is None
         rates: list[Rate] = []
         quota = refusing = None
@@ -246,25 +276,61 @@ class Limits:
         return KeyUse(kind, bound.who, tuple(rates), quota, refusing)
 
     def count(self, key: str) -> int:
-        """The count of `key` in its current window (0: none)."""
+        """The count of the quota `key` in its current window (0: none); 503
+        `counts_unavailable` while the storage is silent, which alone holds it."""
         try:
-            return self._storage().get(key)
+            return self._quota_storage().get(key)
         except self.storage.base_exceptions:
-            return self._fall_back().get(key)
+            self._fall_back()
+            raise self.counts_unavailable() from None
 
     def add_count(self, key: str, expiry: float, amount: int) -> None:
-        """`amount` added to `key`'s count, at once (a new window of `expiry` seconds)."""
+        """`amount` added to the quota `key`'s count, at once (a new window of `expiry`
+        seconds); 503 `counts_unavailable` while the storage is silent."""
         try:
-            self._storage().incr(key, math.ceil(expiry), amount)
+            self._quota_storage().incr(key, math.ceil(expiry), amount)
         except self.storage.base_exceptions:
-            self._fall_back().incr(key, math.ceil(expiry), amount)
+            self._fall_back()
+            raise self.counts_unavailable() from None
 
     def set_count(self, key: str, expiry: float, count: int) -> None:
-        """`key`'s count made `count` (a new window of `expiry` seconds when it has none)."""
+        """The quota `key`'s count made `count` (a new window of `expiry` seconds when it has
+        none); 503 `counts_unavailable` while the storage is silent."""
         try:
-            counting.set_count(self._storage(), key, expiry, count)
+            counting.set_count(self._quota_storage(), key, expiry, count)
         except self.storage.base_exceptions:
-            counting.set_count(self._fall_back(), key, expiry, count)
+            self._fall_back()
+            raise self.counts_unavailable() from None
+
+    def _quota_storage(self) -> Storage:
+        storage = self._storage()
+        if storage is self.fallback:
+            raise self.counts_unavailable()
+        return storage
+
+    def counts_unavailable(self) -> CountsUnavailable:
+        """503 for a use or grant of a quota while the only storage that holds it is silent:
+        retry once this worker asks it again."""
+        retry_after = max(1, math.ceil(self.retry_at - time.monotonic()))
+        return CountsUnavailable(
+            503,
+            "counts_unavailable",
+            "The quotas' counts cannot be read now; retry later.",
+            headers=[("Retry-After", str(retry_after))],
+        )
+
+    def state(self) -> str:
+        """OK, or DEGRADED while the shared storage does not answer (asked now unless this
+        worker already counts elsewhere, where it is asked every RETRY_SECONDS)."""
+        if not self.shared:
+            return OK
+        if self.fallback is None:
+            if self.storage.check():  # `limits`' check: False for any error
+                return OK
+            if not self.fallback_enabled:
+                return DEGRADED
+            self._fall_back()
+        return DEGRADED if self._storage() is self.fallback else OK
 
     def quota_key(self, counter: str, window: str) -> str:
         """Where the quota of the keys of `counter` (app/quotas) counts in `window`."""
@@ -273,23 +339,40 @@ class Limits:
     def refusal(self, rate: str, identifier: str) -> ApiError:
         """429 with the whole seconds until `identifier`'s `rate` lets it through again."""
         head, tail = self.keys[rate]
-        retry_after = _seconds_until(self._storage().get_expiry(head + identifier + tail))
+        try:
+            ends = self._storage().get_expiry(head + identifier + tail)
+        except self.storage.base_exceptions:
+            ends = self._fall_back().get_expiry(head + identifier + tail)
+        retry_after = _seconds_until(ends)
         metrics.limit_refused(rate)
         return ApiError(
             429, "rate_limited", MESSAGES[rate], headers=[("Retry-After", str(retry_after))]
         )
 
     def _storage(self) -> Storage:
-        """The storage, or the memory while the storage is silent."""
+        """The storage, or this host's file while the storage is silent."""
         if self.fallback is None:
             return self.storage
-        if time.monotonic() >= self.retry_at:
+        now = time.monotonic()
+        if now >= self.retry_at:
             if self.storage.check():
                 self.fallback = None
+                metrics.counts_degraded(False)
                 self.logger.warning("Rate limit storage answers again: counting there.")
                 return self.storage
-            self.retry_at = time.monotonic() + RETRY_SECONDS
+            self.retry_at = now + RETRY_SECONDS
+        if now >= self.warned_at + WARN_SECONDS:
+            self._warn()
         return self.fallback
+
+    def _warn(self) -> None:
+        self.warned_at = time.monotonic()
+        self.logger.warning(
+            "Rate limit storage unreachable (%s) - rate limits counted in this host's file "
+            "until it answers; uses that would spend a quota refused with 503 "
+            "counts_unavailable",
+            counting.scheme(self.storage_uri),
+        )
 
     def _fall_back(self) -> Storage:
         if not self.fallback_enabled:
@@ -300,10 +383,11 @@ class Limits:
                 headers=[RETRY_SHORTLY],
             )
         if self.fallback is None:
-            self.logger.warning(
-                "Rate limit storage unreachable - falling back to in-memory storage"
-            )
-            self.fallback = counting.MemoryCounts()
+            if self.host_counts is None:
+                self.host_counts = counting.storage(self.fallback_uri, {}, self.instance_path)
+            self.fallback = self.host_counts
+            metrics.counts_degraded(True)
+            self._warn()
         self.retry_at = time.monotonic() + RETRY_SECONDS
         return self.fallback
 
@@ -313,7 +397,8 @@ def _seconds_until(moment: float) -> int:
 
 
 def init_app(app: Flask) -> None:
-    app.extensions["limits"] = Limits(app)
+    limits = app.extensions["limits"] = Limits(app)
+    app.extensions[COUNTS_STATE] = limits.state
 
 
 def _limits() -> Limits | None:

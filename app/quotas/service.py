@@ -9,7 +9,7 @@ from typing import Protocol
 
 from flask import current_app
 
-from app.access.limits import Limits
+from app.access.limits import CountsUnavailable, Limits
 from app.domain import periods
 from app.domain.timestamps import utcnow
 from app.http.errors import ApiError
@@ -48,10 +48,15 @@ def used(key: Limited, period: str) -> int:
 
 
 def remaining(key: Limited) -> int | None:
-    """What is left of `key`'s quota in the current period; None: it has none."""
+    """What is left of `key`'s quota in the current period; None: it has none, or its count
+    cannot be read now (Redis does not answer: the key object still shows its `quota`, and
+    an answer that made a key is not lost for want of it)."""
     if key.quota_requests is None or key.quota_period is None:
         return None
-    return max(0, key.quota_requests - used(key, key.quota_period))
+    try:
+        return max(0, key.quota_requests - used(key, key.quota_period))
+    except CountsUnavailable:
+        return None
 
 
 def keep_used(key: Limited, period: str) -> None:

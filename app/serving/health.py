@@ -1,4 +1,9 @@
-"""GET /healthz: no authentication; 200 when the database answers, 503 when it does not."""
+"""GET /healthz: no authentication; 200 when the database answers, 503 when it does not, or
+when this host counts its limits in its own file while another host serves the same
+database (app/serving/hosts.py).
+Its `counts` says whether the limits are counted where they should be: "ok", or "degraded"
+while Redis does not answer (app/access/limits.py: rate limits counted in this host's file,
+quotas refused), which is no reason to take the host out of service."""
 
 from __future__ import annotations
 
@@ -8,23 +13,32 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.extensions import db
 from app.http.errors import RETRY_SHORTLY, ApiError
 from app.http.operations import ANY_REQUEST, Operation, documented
+from app.serving import hosts
 from app.storage import queries
 
 bp = Blueprint("health", __name__)
+# Where the application keeps how its limits are counted: a function that answers "ok" or
+# "degraded" (app/access/limits.py's Limits.state and COUNTS_STATE; serving imports nothing
+# of access).
+COUNTS_STATE = "counts_state"
 
 
 @bp.get("/healthz")
 @documented(
     Operation(
         "Health",
-        "200 when the database answers, 503 when it does not. No authentication.",
+        "200 when the database answers, 503 when it does not. No authentication. `counts`:"
+        ' "degraded" while the limits\' storage (Redis) does not answer.',
         200,
         "The database answers.",
         ANY_REQUEST,
         response={
             "type": "object",
-            "properties": {"status": {"const": "ok"}},
-            "required": ["status"],
+            "properties": {
+                "status": {"const": "ok"},
+                "counts": {"enum": ["ok", "degraded"]},
+            },
+            "required": ["status", "counts"],
         },
         secured=False,
     )
@@ -40,4 +54,7 @@ def healthz():
         raise ApiError(
             503, "unavailable", "The database does not answer.", headers=[RETRY_SHORTLY]
         ) from None
-    return {"status": "ok"}
+    if apart := hosts.apart():
+        raise ApiError(503, "unavailable", apart, headers=[RETRY_SHORTLY])
+    state = current_app.extensions.get(COUNTS_STATE)
+    return {"status": "ok", "counts": "ok" if state is None else state()}

@@ -32,6 +32,7 @@ from flask import Blueprint, Flask, Response, abort, current_app, request
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -142,6 +143,22 @@ class Metrics:
             ["action"],
             registry=own,
         )
+        # Each worker's 1 while the shared limits' storage (Redis) does not answer and it
+        # counts in this host's file; the highest of the live workers is exported.
+        self.counts_degraded = Gauge(
+            "api_keys_counts_degraded",
+            "1 while the limits' storage (Redis) does not answer: rate limits counted in this"
+            " host's file, uses that spend a quota refused with 503 counts_unavailable.",
+            multiprocess_mode="livemax",
+            registry=own,
+        )
+        self.counts_apart = Gauge(
+            "api_keys_counts_apart",
+            "1 while this host counts its limits in its own file (host://) and another host"
+            " serves the same database: /healthz answers 503.",
+            multiprocess_mode="livemax",
+            registry=own,
+        )
         # Label values -> the metric's child for them, each made once by `.labels()`.
         self._answered: dict[tuple[str, str, int], Counter] = {}
         self._timed: dict[str, Histogram] = {}
@@ -196,6 +213,18 @@ def limit_refused(rate: str) -> None:
     """A 429 of the abuse limit `rate` (RATELIMIT_PER_KEY is counted as `per_key`)."""
     if metrics := _metrics():
         metrics.limit_refusals.labels(rate.removeprefix("RATELIMIT_").lower()).inc()
+
+
+def counts_degraded(degraded: bool) -> None:
+    """This worker counts in this host's file (True) or in the shared storage again."""
+    if metrics := _metrics():
+        metrics.counts_degraded.set(1 if degraded else 0)
+
+
+def counts_apart(apart: bool) -> None:
+    """This host counts in its own file while another serves the database (True), or not."""
+    if metrics := _metrics():
+        metrics.counts_apart.set(1 if apart else 0)
 
 
 def audit_recorded(action: str) -> None:

@@ -359,3 +359,15 @@ class IdempotentAnswer(db.Model):
         # The removal of answers older than 24 hours.
         Index("ix_idempotent_answers_created", "created"),
     )
+
+
+class Host(db.Model):
+    """A host serving the database (app/serving/hosts.py): its id (its name and a digest of
+    where it counts), the scheme of its limits' storage (host, redis, memory) and when one of
+    its workers last said it serves."""
+
+    __tablename__ = "hosts"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    storage: Mapped[str] = mapped_column(String(20))
+    last_seen: Mapped[datetime]

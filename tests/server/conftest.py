@@ -160,7 +160,13 @@ def launch(run: Path, workers: int = 3, env: dict[str, str] | None = None) -> Se
     database = new_database_url(run, "x.sqlite3")
     # Its limits count in a file of its own (by default, the project's instance folder).
     counts = f"host://{run}/limits.counts"
-    settings = {"DATABASE_URL": database, "RATELIMIT_STORAGE_URI": counts, "PYTHONUNBUFFERED": "1"}
+    settings = {
+        "DATABASE_URL": database,
+        "RATELIMIT_STORAGE_URI": counts,
+        # And while Redis does not answer, for a server that counts there.
+        "RATELIMIT_FALLBACK_STORAGE_URI": f"host://{run}/fallback.counts",
+        "PYTHONUNBUFFERED": "1",
+    }
     server_env = service_env(**{**settings, **(env or {})})
     if not database.startswith("sqlite"):
         run_flask(server_env, "db", "upgrade")

@@ -238,7 +238,11 @@ def test_the_shell_blocks_of_a_page_run_as_written(page, server, tmp_path):
     for block in to_run(page):
         lines.append(f"echo {shlex.quote(f'--- {page}, line {block.line}')} >&2")
         lines.append(block.text.replace(BASE, f"http://127.0.0.1:{server.port}"))
-    env = service_env(DATABASE_URL=server.database, KEY=sdk_key(server))
+    # The reader's commands are the server's host: they count in its file.
+    counts = server.env["RATELIMIT_STORAGE_URI"]
+    env = service_env(
+        DATABASE_URL=server.database, RATELIMIT_STORAGE_URI=counts, KEY=sdk_key(server)
+    )
     done = subprocess.run(
         ["bash", "-c", "\n".join(lines)],
         cwd=folder,

@@ -1,7 +1,8 @@
 """The abuse limits counted in Redis (RATELIMIT_STORAGE_URI=redis://...): two servers of
 several workers each, on one database and one Redis, share every count, so that a client
 gets 429 at the configured number whichever process answers; and a Redis that does not
-answer leaves the service serving, limits counted in each worker's memory, with a warning.
+answer leaves the service serving, limits counted in the host's file, with a warning
+(tests/server/test_redis_down.py: quotas refused meanwhile).
 
 The Redis tests need TEST_REDIS_URL (e.g. redis://127.0.0.1:6379/0); each test counts
 under a key prefix of its own, so that runs at the same time never share counters, and
@@ -75,15 +76,17 @@ def test_two_servers_on_one_redis_share_the_per_key_and_failed_authentication_co
         client.close()
 
 
-def test_an_unreachable_redis_leaves_the_service_serving_with_limits_in_memory(start_server):
+def test_an_unreachable_redis_leaves_the_service_serving_with_limits_in_the_hosts_file(
+    start_server,
+):
     closed = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    server = start_server(workers=1, env=limits_env(closed, "unreachable"))
+    server = start_server(workers=2, env=limits_env(closed, "unreachable"))
     key = sdk_key(server)
     for _ in range(1, PER_KEY):
         answer = server.request("GET", "/api/keys", key)
         assert answer.status == 200, answer.body
     assert_rate_limited(server.request("GET", "/api/keys", key))
-    assert "falling back to in-memory storage" in server.output()
+    assert "Rate limit storage unreachable (redis)" in server.output()
 
 
 @needs_redis
@@ -117,7 +120,7 @@ def test_hostile_requests_leave_the_per_key_count_shared_in_redis(start_server, 
     for answer in refused:
         assert_rate_limited(answer)
     output = server.output()
-    assert "falling back" not in output and "Traceback" not in output, output[-3000:]
+    assert "storage unreachable" not in output and "Traceback" not in output, output[-3000:]
 
 
 @needs_redis
