@@ -121,7 +121,12 @@ def workflow(api, headers: dict[str, str]):
     response's Location (create, then get, update or delete the new key), each sent with
     `headers` and checked as above."""
 
-    class Workflow(api.as_state_machine()):
+    # The keys' operations only: the links a Location header lets schemathesis infer for
+    # the identities' and webhooks' creates would make sequences whose replay depends on
+    # what earlier examples left on the server (an external id taken, 20 endpoints).
+    keys = api.include(path_regex=r"^/api/keys")
+
+    class Workflow(keys.as_state_machine()):
         def get_call_kwargs(self, case):
             return {"headers": headers, "timeout": REQUEST_TIMEOUT}
 
