@@ -44,7 +44,7 @@ from flask import Flask, current_app, g, request
 from werkzeug.local import LocalProxy
 
 from app.access import auth, policy
-from app.access.limits import Allowance
+from app.access.uses import Allowance
 from app.domain import credentials, keyformat
 from app.domain.scopes import SCOPES, to_bits, to_names
 from app.http import errors

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime
-from typing import NamedTuple
 
 from flask import Flask, current_app
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
@@ -31,6 +30,7 @@ from limits.storage import Storage
 
 from app.access import counting
 from app.access.counting import Counter
+from app.access.uses import Allowance, Exhausted, KeyUse, Rate
 from app.domain import bindings, periods
 from app.domain.addresses import client_address
 from app.domain.credentials import Caller
@@ -68,50 +68,6 @@ MESSAGES = {
 class CountsUnavailable(ApiError):
     """503 `counts_unavailable`: a quota's count asked for while Redis, which alone holds
     it, does not answer."""
-
-
-class Allowance(NamedTuple):
-    """A use of a key under its own limit or quota: allowed or not, how many are left, and
-    the whole seconds until the window ends (None: never, a lifetime quota)."""
-
-    allowed: bool
-    remaining: int
-    reset: int | None
-
-
-class Rate(NamedTuple):
-    """One rate limit a use was counted by: its name in the RateLimit headers ("key",
-    "identity", "maker", "maker-2" for its maker's maker...), its figures and its state."""
-
-    name: str
-    requests: int
-    seconds: int
-    allowance: Allowance
-
-
-class Exhausted(NamedTuple):
-    """A quota that this use was the last of, in its period: whose (bindings.KEY,
-    bindings.IDENTITY or bindings.MAKER), its counter, and when its period ends (None:
-    a lifetime quota)."""
-
-    who: str
-    counter: str
-    ends: datetime | None
-
-
-class KeyUse(NamedTuple):
-    """One use of a key under every limit that binds it (its own, its makers', its
-    identity's): which refused it (RATE, QUOTA; None: all allowed it) and whose it was
-    (`limit`: bindings.KEY, MAKER or IDENTITY), the state of each rate limit, the quota
-    with the fewest uses left (None: none binds it), the refusing limit's own state, and
-    the quotas this use was the last of."""
-
-    refused: str | None
-    limit: str | None
-    rates: tuple[Rate, ...]
-    quota: Allowance | None
-    refusing: Allowance | None = None
-    exhausted: tuple[Exhausted, ...] = ()
 
 
 def _reset(seconds: float) -> int:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from flask import Response, after_this_request
 
 from app.access import limits
-from app.access.limits import Allowance, Exhausted, Rate
+from app.access.uses import Allowance, Exhausted, Rate
 from app.domain import addresses, bindings
 from app.domain.credentials import Caller
 from app.domain.timestamps import utcnow

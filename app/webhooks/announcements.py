@@ -20,7 +20,8 @@ from flask import Flask
 from sqlalchemy import select
 
 from app import audit
-from app.access.limits import EXHAUSTED, Exhausted
+from app.access.limits import EXHAUSTED
+from app.access.uses import Exhausted
 from app.domain import bindings, periods, timestamps
 from app.domain.credentials import Caller
 from app.extensions import db
