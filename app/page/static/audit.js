@@ -6,7 +6,7 @@
 
 import { api, NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
-import { $, describedBy, element, sortedEntries, timeOf, when } from "./dom.js";
+import { $, describedBy, element, showRows, sortedEntries, timeOf, when } from "./dom.js";
 import { eventWords } from "./event-words.js";
 import { loadPage } from "./keys.js";
 import { quotaWords } from "./quota.js";
@@ -269,14 +269,9 @@ async function loadEvents() {
     return false; // a newer read, or the log was left
   }
   const rows = answer.data.map(eventRow);
-  if (rows.length === 0) {
-    const chosen = $("audit-action").selectedOptions[0];
-    const empty = element("td", log.action ? `No events: ${chosen.textContent}.` : "No events.");
-    empty.colSpan = table.tHead.rows[0].cells.length;
-    rows.push(element("tr"));
-    rows[0].append(empty);
-  }
-  $("audit-rows").replaceChildren(...rows);
+  const chosen = $("audit-action").selectedOptions[0];
+  const none = log.action ? `No events: ${chosen.textContent}.` : "No events.";
+  showRows($("audit-rows"), rows, none);
   const pages = Math.max(1, Math.ceil(answer.total_count / answer.page_size));
   const count = `${answer.total_count} ${answer.total_count === 1 ? "event" : "events"}`;
   $("audit-status").textContent = `Page ${log.page} of ${pages} · ${count}`;

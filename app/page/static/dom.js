@@ -75,3 +75,14 @@ export function listed(words) {
  * none), so the page shows them in one. */
 export const sortedEntries = (object) =>
   Object.entries(object).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+
+// A table body's rows, or one row across every column saying there are none (`none`).
+export function showRows(body, rows, none) {
+  if (rows.length === 0) {
+    const empty = element("td", none);
+    empty.colSpan = body.closest("table").tHead.rows[0].cells.length;
+    rows = [element("tr")];
+    rows[0].append(empty);
+  }
+  body.replaceChildren(...rows);
+}

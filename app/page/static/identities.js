@@ -5,7 +5,7 @@
 
 import { api, NewestRead, Refusal } from "./api.js";
 import { Fields, report, showDialog } from "./dialogs.js";
-import { $, describedBy, element } from "./dom.js";
+import { $, describedBy, element, showRows } from "./dom.js";
 import { limitWords } from "./identity-words.js";
 import { loadPage } from "./keys.js";
 import { leftWords } from "./quota.js";
@@ -129,13 +129,7 @@ async function loadIdentities() {
   }
   identitiesError.clear();
   const rows = answer.data.map(identityRow);
-  if (rows.length === 0) {
-    const empty = element("td", "No identities yet.");
-    empty.colSpan = table.tHead.rows[0].cells.length;
-    rows.push(element("tr"));
-    rows[0].append(empty);
-  }
-  $("identity-rows").replaceChildren(...rows);
+  showRows($("identity-rows"), rows, "No identities yet.");
   const count = answer.total_count;
   $("identities-status").textContent = `${count} ${count === 1 ? "identity" : "identities"}`;
 }
@@ -184,13 +178,7 @@ async function showDetail(identity) {
     );
     return row;
   });
-  if (rows.length === 0) {
-    const empty = element("td", "This identity holds no key.");
-    empty.colSpan = 3;
-    rows.push(element("tr"));
-    rows[0].append(empty);
-  }
-  $("identity-key-rows").replaceChildren(...rows);
+  showRows($("identity-key-rows"), rows, "This identity holds no key.");
 }
 
 // --- create and edit ------------------------------------------------------------------------

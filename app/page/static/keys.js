@@ -3,7 +3,7 @@
 
 import { API, NewestRead } from "./api.js";
 import { Fields, report } from "./dialogs.js";
-import { $, element, sortedEntries, timeOf } from "./dom.js";
+import { $, element, showRows, sortedEntries, timeOf } from "./dom.js";
 import { leftWords } from "./quota.js";
 import { lacking, session } from "./session.js";
 import { countWords, forgetReads, readUsage, usageChart } from "./usage-chart.js";
@@ -236,14 +236,8 @@ export async function loadPage() {
     listed.set(key.key, key);
   }
   const rows = answer.data.map(keyRow);
-  if (rows.length === 0) {
-    const filtered = listing.kind || listing.state || listing.unusedDays;
-    const empty = element("td", filtered ? "No keys match these filters." : "No keys.");
-    empty.colSpan = $("key-table").tHead.rows[0].cells.length;
-    rows.push(element("tr"));
-    rows[0].append(empty);
-  }
-  $("rows").replaceChildren(...rows);
+  const filtered = listing.kind || listing.state || listing.unusedDays;
+  showRows($("rows"), rows, filtered ? "No keys match these filters." : "No keys.");
   const count = `${answer.total_count} ${answer.total_count === 1 ? "key" : "keys"}`;
   $("page-status").textContent = `Page ${listing.page} of ${pages} · ${count}`;
   $("previous").disabled = listing.page <= 1;

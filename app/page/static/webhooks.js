@@ -4,7 +4,7 @@
 
 import { api, NewestRead } from "./api.js";
 import { report, Fields } from "./dialogs.js";
-import { $, describedBy, element, timeOf } from "./dom.js";
+import { $, describedBy, element, showRows, timeOf } from "./dom.js";
 import { eventWords } from "./event-words.js";
 import { loadPage } from "./keys.js";
 import { session } from "./session.js";
@@ -78,13 +78,7 @@ async function loadEndpoints() {
   }
   endpointsError.clear();
   const rows = answer.data.map(endpointRow);
-  if (rows.length === 0) {
-    const empty = element("td", "No endpoints yet.");
-    empty.colSpan = table.tHead.rows[0].cells.length;
-    rows.push(element("tr"));
-    rows[0].append(empty);
-  }
-  $("endpoint-rows").replaceChildren(...rows);
+  showRows($("endpoint-rows"), rows, "No endpoints yet.");
 }
 
 function deliveryRow(delivery) {
@@ -135,13 +129,7 @@ async function loadDeliveries() {
   }
   deliveriesError.clear();
   const rows = answer.data.map(deliveryRow);
-  if (rows.length === 0) {
-    const empty = element("td", "No deliveries yet.");
-    empty.colSpan = table.tHead.rows[0].cells.length;
-    rows.push(element("tr"));
-    rows[0].append(empty);
-  }
-  $("delivery-rows").replaceChildren(...rows);
+  showRows($("delivery-rows"), rows, "No deliveries yet.");
   const count = answer.total_count;
   $("deliveries-status").textContent =
     `${Math.min(count, RECENT)} most recent of ${count} ${count === 1 ? "delivery" : "deliveries"}`;
