@@ -9,7 +9,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import cli, config, page
-from app.access import auth, limits
+from app.access import auth, limits, seen
 from app.audit import views as audit_views
 from app.checks import views as checks
 from app.extensions import db
@@ -67,6 +67,7 @@ def register_extensions(app: Flask) -> None:
     database.engine_options(app)
     db.init_app(app)
     limits.init_app(app)
+    seen.init_app(app)
     metrics.init_app(app)  # before any blueprint: it times every request
     hosts.init_app(app)  # this host's heartbeat in the database, and its counts checked
     usage_counter.init_app(app)  # each check of a key, counted in memory, written in batches

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app.access import limits
+from app.access import uses
 from app.domain import periods
 from app.quotas import service as quotas
 from tests.test_mcp import call, listed, refused, rpc
@@ -206,8 +206,8 @@ def test_the_end_of_the_day_renews_a_day_quota(client, org, monkeypatch):
     key = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
     assert use(client, key).status_code == 200
     assert_quota_exceeded(use(client, key))
-    tomorrow = periods.window("day", limits.utcnow()).end
-    for module in (limits, quotas):
+    tomorrow = periods.window("day", uses.utcnow()).end
+    for module in (uses, quotas):
         monkeypatch.setattr(module, "utcnow", lambda: tomorrow)
     assert use(client, key).status_code == 200
     assert read(client, org, key)["quota_remaining"] == 0

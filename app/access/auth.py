@@ -6,12 +6,11 @@ managing-kind rule."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 
 from flask import Response, current_app, g, request
 from sqlalchemy import bindparam, update
 
-from app.access import limits, policy
+from app.access import limits, policy, seen
 from app.domain import addresses, credentials, keyformat
 from app.domain.credentials import Caller
 from app.domain.scopes import MANAGING_KINDS, exceeding, to_names
@@ -20,7 +19,6 @@ from app.extensions import db
 from app.http.challenges import Challenge
 from app.http.errors import ApiError
 from app.serving import verdicts
-from app.storage import queries
 from app.storage.models import ApiKey
 from app.storage.queries import Holder
 
@@ -107,17 +105,26 @@ def refused(door: str, refusal: ApiError) -> ApiError:
 
 # Named by identifier, as every write of a key is (app/keys/service.py says why).
 _RECORD_USE = (
-    update(ApiKey).where(ApiKey.identifier == bindparam("key")).values(last_used=bindparam("now"))
+    update(ApiKey)
+    .where(ApiKey.identifier == bindparam("key"))
+    .values(last_used=bindparam("now"))
+    .execution_options(**{seen.UNSEEN: True})
 )
 
 
-def record_use(identifier: str, last_used: datetime | None) -> None:
+def record_use(holder: Holder) -> None:
     """A key was used now: written on its first use, then at most once per
-    LAST_USED_RESOLUTION seconds, so that reads do not become writes."""
+    LAST_USED_RESOLUTION seconds, so that reads do not become writes. No check decides from
+    it: the rows seen keep theirs (app/access/seen.py)."""
     resolution = current_app.config["LAST_USED_RESOLUTION"]
+    rows = seen.seen()
+    last_used = rows.last_used(holder)
     if last_used is None or seconds_since(last_used) >= resolution:
-        db.session.execute(_RECORD_USE, {"key": identifier, "now": utcnow()})
+        now = utcnow()
+        identifier = holder.caller.identifier
+        db.session.execute(_RECORD_USE, {"key": identifier, "now": now})
         db.session.commit()
+        rows.note_use(identifier, now)
 
 
 # Every organization: what authenticate() and found() serve unless told one.
@@ -125,13 +132,17 @@ ANY_ORGANIZATION = None
 
 
 def found(
-    key: str, organization_id: int | None = ANY_ORGANIZATION, facts: bool = False
+    key: str,
+    organization_id: int | None = ANY_ORGANIZATION,
+    facts: bool = False,
+    generation: int | None = None,
 ) -> Holder | None:
     """The key with this full value, for a request's own key and for a key another service
-    checks (introspection, which asks for its `facts`: Holder's last fields). A key of another
-    organization than `organization_id` (when one is named) is no key there: unknown, its
-    policy untold and its use not recorded."""
-    holder = queries.holder(keyformat.digest(key), facts)
+    checks (introspection, which asks for its `facts`: Holder's last fields), as the rows
+    seen under the current `generation` have it (app/access/seen.py; None: as the database
+    has it now). A key of another organization than `organization_id` (when one is named) is
+    no key there: unknown, its policy untold and its use not recorded."""
+    holder = seen.seen().holder(keyformat.digest(key), facts, generation)
     if holder is None or organization_id not in (ANY_ORGANIZATION, holder.caller.organization_id):
         return None
     return holder
@@ -157,7 +168,7 @@ def use(
     it authenticates, one that is no use included)."""
     decided = _judged(holder, address, door, is_use)
     if decided.refusal is None:
-        record_use(holder.caller.identifier, holder.last_used)
+        record_use(holder)
     return decided
 
 
@@ -186,11 +197,11 @@ def authenticate(
     (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
     refusal otherwise. A request that `is_use` not (policy.verdict) spends nothing of the
     key's own limit and quota and is in no key's usage; spend() makes it a use later."""
-    limits.attempt()  # a failed authentication unless the key proves valid
+    generation = limits.attempt()  # a failed authentication unless the key proves valid
     header = request.headers.get("Authorization")
     presented = credentials.presented(header, current_app.config["KEY_PREFIX"])
     valid = presented is not None and presented.scheme in schemes
-    holder = found(presented.key, organization_id, facts) if valid else None
+    holder = found(presented.key, organization_id, facts, generation) if valid else None
     if holder is None:
         raise refused(door, unrecognised(header, challenge, schemes, valid))
     decided = use(holder, addresses.client_address, door, is_use)

@@ -22,19 +22,15 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime
 
 from flask import Flask, current_app
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import Storage
 
-from app.access import counting
-from app.access.counting import Counter
-from app.access.uses import Allowance, Exhausted, KeyUse, Rate
-from app.domain import bindings, periods
+from app.access import counting, uses
+from app.access.uses import OWN, QUOTA, KeyUse
 from app.domain.addresses import client_address
 from app.domain.credentials import Caller
-from app.domain.timestamps import utcnow
 from app.http.errors import RETRY_SHORTLY, ApiError
 from app.serving import metrics
 
@@ -43,11 +39,6 @@ PER_KEY = "RATELIMIT_PER_KEY"
 # Forward auth and introspection: other services check a key on each request they serve.
 INTROSPECT = "RATELIMIT_INTROSPECT"
 RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
-# Where a key's own limit (CONTRACT.md section 15) and its quota (section 21) are counted,
-# beside the rates; a KeyUse's refusal names one of them.
-OWN = "key"
-QUOTA = "quota"
-RATE = "rate"
 RETRY_SECONDS = 10.0
 # Seconds between two log lines of one worker that names an outage of the storage.
 WARN_SECONDS = 60.0
@@ -68,11 +59,6 @@ MESSAGES = {
 class CountsUnavailable(ApiError):
     """503 `counts_unavailable`: a quota's count asked for while Redis, which alone holds
     it, does not answer."""
-
-
-def _reset(seconds: float) -> int:
-    """Whole seconds until a quota's calendar window ends, `seconds` away."""
-    return max(1, math.ceil(seconds))
 
 
 def counter_key(item: RateLimitItem, prefix: str, name: str) -> tuple[str, str]:
@@ -109,18 +95,51 @@ class Limits:
         self.fallback: Storage | None = None  # while the storage is silent
         self.retry_at = 0.0
         self.warned_at = 0.0
+        self.owed = False  # a bump of the generation that the storage did not take
 
-    def allowed(self, rate: str, identifier: str) -> bool:
-        """One use of `rate` counted for `identifier`: whether it had some left, as
-        `limits`' FixedWindowRateLimiter.hit decides."""
-        item = self.rates[rate]
-        head, tail = self.keys[rate]
-        key = head + identifier + tail
+    def attempt(self, address: str) -> tuple[bool, int | None]:
+        """One attempt to authenticate counted for `address`: whether it had some left, as
+        `limits`' FixedWindowRateLimiter.hit decides, and the generation of what the checks
+        read (None: unknown), read with it (one round trip to Redis)."""
+        item = self.rates[AUTH_FAILURES]
+        head, tail = self.keys[AUTH_FAILURES]
+        key = head + address + tail
         try:
-            count = self._storage().incr(key, item.get_expiry())
+            count, generation = counting.attempt(self._storage(), key, item.get_expiry())
         except self.storage.base_exceptions:
-            count = self._fall_back().incr(key, item.get_expiry())
-        return count <= item.amount
+            count, generation = self._fall_back().incr(key, item.get_expiry()), None
+        return count <= item.amount, self._known(generation)
+
+    def generation(self) -> int | None:
+        """The generation of what the checks read (app/access/seen.py), where the counts
+        live; None while that storage does not answer, or keeps none."""
+        try:
+            return self._known(counting.generation(self._storage()))
+        except self.storage.base_exceptions:
+            return None
+
+    def _known(self, generation: int | None) -> int | None:
+        """`generation`, unless it was read from this host's file while the shared storage
+        is silent (the other hosts' writes bump it in the shared one) or this worker still
+        owes a bump."""
+        if self.fallback is not None:
+            return None
+        if self.owed:
+            self.bump()
+            return None
+        return generation
+
+    def bump(self) -> None:
+        """The next generation where the counts live, after a commit that changed what a
+        check reads: owed, and the rows of keys not trusted, while the storage is silent."""
+        self.owed = True  # until the storage takes it; not asked while known silent
+        if self.fallback is not None:
+            return
+        try:
+            counting.bump(self.storage)
+        except self.storage.base_exceptions:
+            return
+        self.owed = False
 
     def give_back(self, rate: str, identifier: str) -> None:
         """One use of `rate` counted for `identifier` in its current window, taken back."""
@@ -155,47 +174,8 @@ class Limits:
         its identity's), counted by all or by none (app/access/counting's spend), rate
         limits first: counted whether the abuse limits are on or not, since its owner asked
         for them."""
-        own = bindings.Bound(
-            bindings.KEY,
-            key.counter,
-            key.rate_limit_requests,
-            key.rate_limit_seconds,
-            key.quota_requests,
-            key.quota_period,
-        )
-        binding = (own, *key.bound_by)
-        counters: list[Counter] = []
-        # Each counter's (who, RATE or QUOTA, the Rate's name or the quota's end, its reset).
-        parts: list[tuple[bindings.Bound, str, str | datetime | None, int | None]] = []
-        makers = 0  # the makers with a rate limit, named "maker", "maker-2"...
-        for bound in binding:
-            requests, seconds = bound.rate_limit_requests, bound.rate_limit_seconds
-            if requests is not None and seconds is not None:
-                item = RateLimitItemPerSecond(requests, seconds)
-                makers += bound.who == bindings.MAKER
-                name = (
-                    bound.who
-                    if makers < 2 or bound.who != bindings.MAKER
-                    else f"{bindings.MAKER}-{makers}"
-                )
-                counters.append(
-                    Counter(
-                        self.rate_key(bound.counter, requests, seconds), item.get_expiry(), requests
-                    )
-                )
-                parts.append((bound, RATE, name, None))
-        now = None
-        for bound in binding:
-            if bound.quota_requests is not None and bound.quota_period is not None:
-                now = now or utcnow()
-                window = periods.window(bound.quota_period, now)
-                left = periods.seconds_left(window.end, now)
-                name = self.quota_key(bound.counter, window.name)
-                counters.append(Counter(name, left, bound.quota_requests))
-                parts.append(
-                    (bound, QUOTA, window.end, None if window.end is None else _reset(left))
-                )
-        quota_bound = any(kind == QUOTA for _, kind, _, _ in parts)
+        counters, parts = uses.counters(key, self.rate_key, self.quota_key)
+        quota_bound = any(part.kind == QUOTA for part in parts)
         storage = self._storage()
         if quota_bound and storage is self.fallback:
             raise self.counts_unavailable()
@@ -206,30 +186,7 @@ class Limits:
             if quota_bound:
                 raise self.counts_unavailable() from None
             spent = counting.spend(fallback, counters)
-        allowed = spent.refused is None
-        rates: list[Rate] = []
-        quota = refusing = None
-        exhausted: list[Exhausted] = []
-        for index, (bound, kind, named, reset) in enumerate(parts):
-            counter, count = counters[index], spent.counts[index]
-            remaining = max(0, counter.limit - count)
-            if kind == RATE:
-                allowance = Allowance(allowed, remaining, _seconds_until(spent.ends[index]))
-                seconds = bound.rate_limit_seconds or 0
-                rates.append(Rate(str(named), counter.limit, seconds, allowance))
-            else:
-                allowance = Allowance(allowed, remaining, reset)
-                if quota is None or remaining < quota.remaining:
-                    quota = allowance
-                if allowed and count == counter.limit:
-                    ends = named if isinstance(named, datetime) else None
-                    exhausted.append(Exhausted(bound.who, bound.counter, ends))
-            if index == spent.refused:
-                refusing = allowance
-        if allowed:
-            return KeyUse(None, None, tuple(rates), quota, None, tuple(exhausted))
-        bound, kind, _, _ = parts[spent.refused or 0]
-        return KeyUse(kind, bound.who, tuple(rates), quota, refusing)
+        return uses.decided(counters, parts, spent)
 
     def count(self, key: str) -> int:
         """The count of the quota `key` in its current window (0: none); 503
@@ -299,7 +256,7 @@ class Limits:
             ends = self._storage().get_expiry(head + identifier + tail)
         except self.storage.base_exceptions:
             ends = self._fall_back().get_expiry(head + identifier + tail)
-        retry_after = _seconds_until(ends)
+        retry_after = uses.seconds_until(ends)
         metrics.limit_refused(rate)
         return ApiError(
             429, "rate_limited", MESSAGES[rate], headers=[("Retry-After", str(retry_after))]
@@ -348,10 +305,6 @@ class Limits:
         return self.fallback
 
 
-def _seconds_until(moment: float) -> int:
-    return max(1, math.ceil(moment - time.time()))
-
-
 def init_app(app: Flask) -> None:
     limits = app.extensions["limits"] = Limits(app)
     app.extensions[COUNTS_STATE] = limits.state
@@ -362,13 +315,24 @@ def _limits() -> Limits | None:
     return limits if limits.enabled else None
 
 
-def attempt() -> None:
+def attempt() -> int | None:
     """One attempt to authenticate from this request's address, counted before its key is
     looked up, so that of any number sent at once no more than the limit are tried; 429
-    once they are spent. A valid key gives its attempt back (forgive_and_count(), forgive())."""
-    limits = _limits()
-    if limits and not limits.allowed(AUTH_FAILURES, address := client_address()):
+    once they are spent. A valid key gives its attempt back (forgive_and_count(), forgive()).
+    The generation of what the checks read, read with it (app/access/seen.py)."""
+    limits: Limits = current_app.extensions["limits"]
+    if not limits.enabled:
+        return limits.generation()
+    allowed, generation = limits.attempt(address := client_address())
+    if not allowed:
         raise limits.refusal(AUTH_FAILURES, address)
+    return generation
+
+
+def generation() -> int | None:
+    """The generation of what the checks read (app/access/seen.py), read now."""
+    limits: Limits = current_app.extensions["limits"]
+    return limits.generation()
 
 
 def forgive() -> None:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from flask import Response, after_this_request
 
-from app.access import limits
+from app.access import limits, uses
 from app.access.uses import Allowance, Exhausted, Rate
 from app.domain import addresses, bindings
 from app.domain.credentials import Caller
@@ -66,7 +66,7 @@ BOUND_REFUSALS = {
 }
 # The refusal of each of a key's own limits (app/access/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.
-_SPENT = {limits.RATE: RATE_LIMITED, limits.QUOTA: QUOTA_EXCEEDED}
+_SPENT = {uses.RATE: RATE_LIMITED, uses.QUOTA: QUOTA_EXCEEDED}
 SPENT = frozenset(_SPENT.values())
 
 

@@ -137,6 +137,70 @@ def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
     return counts.incr(key, math.ceil(expiry))
 
 
+# Where Redis keeps the generation of what the checks read (app/access/seen.py), under the
+# storage's prefix.
+GENERATION_KEY = "generation"
+
+# Redis: the generation (KEYS[1]) read, or with ARGV[1] == '1' bumped. Where Redis has none
+# (a new Redis, or one that lost its data) it begins at Redis's clock in microseconds, so
+# that it never comes back to a value a worker may hold rows of from before.
+_GENERATION = """
+local generation = redis.call('get', KEYS[1])
+if not generation then
+  local now = redis.call('time')
+  generation = now[1] .. string.sub('00000' .. now[2], -6)
+  redis.call('set', KEYS[1], generation)
+end
+if ARGV[1] == '1' then return redis.call('incr', KEYS[1]) end
+return tonumber(generation)
+"""
+
+# Redis: one attempt counted (KEYS[1], a new window of ARGV[1] seconds when it has none, as
+# `limits`' incr_expire counts) and the generation read (KEYS[2]), in one round trip.
+_ATTEMPT = """
+local count = redis.call('incr', KEYS[1])
+if count == 1 then redis.call('expire', KEYS[1], ARGV[1]) end
+local generation = redis.call('get', KEYS[2])
+if not generation then
+  local now = redis.call('time')
+  generation = now[1] .. string.sub('00000' .. now[2], -6)
+  redis.call('set', KEYS[2], generation)
+end
+return {count, tonumber(generation)}
+"""
+
+
+def generation(counts: Storage) -> int | None:
+    """The generation of what the checks read where `counts` keeps it (app/access/seen.py);
+    None in a storage that keeps none (neither this host's file, memory nor Redis)."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        return counts.generation()
+    if isinstance(counts, RedisStorage):
+        script = counts.get_connection().register_script(_GENERATION)
+        return int(script([counts.prefixed_key(GENERATION_KEY)], [0]))
+    return None
+
+
+def bump(counts: Storage) -> None:
+    """The next generation where `counts` keeps it: every worker's rows of keys are stale."""
+    if isinstance(counts, HostCounts | MemoryCounts):
+        counts.bump()
+    elif isinstance(counts, RedisStorage):
+        script = counts.get_connection().register_script(_GENERATION)
+        script([counts.prefixed_key(GENERATION_KEY)], [1])
+
+
+def attempt(counts: Storage, key: str, expiry: float) -> tuple[int, int | None]:
+    """One count of `key` added (a new window of `expiry` seconds when it has none) and the
+    generation read, in one round trip to Redis: the count after, and the generation."""
+    if _scripted(counts):
+        script = counts.get_connection().register_script(_ATTEMPT)
+        keys = [counts.prefixed_key(key), counts.prefixed_key(GENERATION_KEY)]
+        count, found = script(keys, [max(1, math.ceil(expiry))])
+        return int(count), int(found)
+    return counts.incr(key, math.ceil(expiry)), generation(counts)
+
+
 def refuse_per_process(uri: str, workers: int) -> None:
     """Counts in each process's memory would multiply every limit by the number of workers:
     refused at start, naming the fix, never served silently."""

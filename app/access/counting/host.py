@@ -23,14 +23,19 @@ from app.access.counting.windows import Counter, Spent, first_refusing
 HOST = "host"
 FILE_NAME = "limits.counts"
 # The file: a header, then SLOTS slots of a counter each (its key's digest, the end of its
-# window in Unix seconds, its count), found by open addressing over PROBES slots.
+# window in Unix seconds, its count), found by open addressing over PROBES slots, then the
+# generation of what the checks read (app/access/seen.py). A file without the generation (as
+# the service wrote it before there was one) is lengthened at its first open.
 MAGIC = b"apikeys-counts-1"
 HEADER = struct.Struct("<16sQ")  # magic, number of slots
 SLOT = struct.Struct("<16sdq")  # digest, end of the window, count
 ENDS = struct.Struct("<d")
+GENERATION = struct.Struct("<q")
 SLOTS = 1 << 20  # 32 MiB of file, of which only the pages of used slots take memory
 PROBES = 64
 NEVER_USED = bytes(16)
+SLOTS_END = HEADER.size + SLOTS * SLOT.size
+SIZE = SLOTS_END + GENERATION.size
 
 
 class _FileLock:
@@ -68,21 +73,22 @@ class HostCounts(Storage):
         self.path = Path(path)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         self.locked = _FileLock(self.fd)
-        size = HEADER.size + SLOTS * SLOT.size
         fcntl.lockf(self.fd, fcntl.LOCK_EX)
         try:
             if os.fstat(self.fd).st_size == 0:
-                os.ftruncate(self.fd, size)
+                os.ftruncate(self.fd, SIZE)
                 os.pwrite(self.fd, HEADER.pack(MAGIC, SLOTS), 0)
+            elif os.fstat(self.fd).st_size == SLOTS_END:  # no generation yet
+                os.ftruncate(self.fd, SIZE)
             magic, slots = HEADER.unpack(os.pread(self.fd, HEADER.size, 0))
-            if (magic, slots) != (MAGIC, SLOTS) or os.fstat(self.fd).st_size != size:
+            if (magic, slots) != (MAGIC, SLOTS) or os.fstat(self.fd).st_size != SIZE:
                 raise RuntimeError(
                     f"{self.path} is not a counts file of this version of the service: "
                     "remove it (it holds only the limits' current windows)"
                 )
         finally:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
-        self.map = mmap.mmap(self.fd, size)
+        self.map = mmap.mmap(self.fd, SIZE)
         self.mask = SLOTS - 1
 
     @property
@@ -151,6 +157,16 @@ class HostCounts(Storage):
         if ends is not None and count > 0:
             SLOT.pack_into(self.map, offset, digest, ends, count - 1)
 
+    def generation(self) -> int:
+        """The generation of what the checks read: one load from the mapped file (a word
+        written in one aligned store, under the lock)."""
+        return GENERATION.unpack_from(self.map, SLOTS_END)[0]
+
+    def bump(self) -> None:
+        """The next generation: every worker's rows of keys are stale."""
+        with self.locked:
+            GENERATION.pack_into(self.map, SLOTS_END, self.generation() + 1)
+
     def get(self, key: str) -> int:
         return self._read(key)[1]
 
@@ -162,7 +178,7 @@ class HostCounts(Storage):
 
     def reset(self) -> int:
         with self.locked:
-            self.map[HEADER.size :] = bytes(len(self.map) - HEADER.size)
+            self.map[HEADER.size : SLOTS_END] = bytes(SLOTS_END - HEADER.size)
         return 0
 
     def clear(self, key: str) -> None:
