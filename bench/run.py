@@ -252,6 +252,8 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
         Scenario(
             "forward_auth_metered", "service", FORWARD_AUTH, "auth.lua", small.metered, expect=204
         ),
+        # The same key held by an identity with a rate limit and a quota of its own.
+        Scenario("forward_auth_held", "service", FORWARD_AUTH, "auth.lua", small.held, expect=204),
         Scenario("introspect", "service", "/api/introspect", "post.lua", reader, body=checked),
         Scenario("unauthenticated_401", "service", get, expect=401),
         Scenario("mcp_get_key", "mcp", "/mcp", "mcp.lua", reader, body=mcp_get),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -141,14 +142,23 @@ def test_a_write_through_the_service_reaches_the_next_check(client, org, make_ke
         assert client.get(check, auth=(key, "")).json["code"] == "quota_exceeded"
 
 
-def test_a_use_and_a_read_bump_nothing(client, org, make_key, app):
+def test_a_use_and_a_read_bump_nothing(client, org, make_key, app, sql, monkeypatch):
     key = make_key()
-    client.get(FORWARD, auth=(key, ""))
     before = generation(app)
-    assert client.get(FORWARD, auth=(key, "")).status_code == 204
+    limits = app.extensions["limits"]
+    bumps = []  # where each bump came from, for the message of a failure
+    bump = limits.bump
+    monkeypatch.setattr(
+        limits, "bump", lambda: (bumps.append("".join(traceback.format_stack(limit=12))), bump())
+    )
+    assert client.get(FORWARD, auth=(key, "")).status_code == 204  # its last_used written
+    [(last_used,)] = sql(
+        "SELECT last_used FROM api_keys WHERE identifier = :i", i=keyformat.identifier_of(key)
+    )
+    assert last_used is not None
     assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 200
     assert client.get("/api/audit", auth=(org.sdk, "")).status_code == 200
-    assert generation(app) == before
+    assert generation(app) == before, "\n".join(bumps)
 
 
 def test_a_write_that_fails_bumps_nothing(client, org, app):

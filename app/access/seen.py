@@ -89,10 +89,10 @@ def seen() -> Seen:
 def _after_flush(session: Session, _: UOWTransaction) -> None:
     """Rows of the ORM written: a change of what checks read when one is a key's, an
     identity's or an organization's."""
-    for rows in (session.new, session.dirty, session.deleted):
-        if any(row.__table__.name in _READ for row in rows):
-            session.info[_CHANGED] = True
-            return
+    changed = [*session.new, *session.deleted]
+    changed += [row for row in session.dirty if session.is_modified(row)]
+    if any(row.__table__.name in _READ for row in changed):
+        session.info[_CHANGED] = True
 
 
 def _on_execute(state: ORMExecuteState) -> None:

@@ -16,7 +16,7 @@ from tests.server.conftest import Server
 from tests.server.test_gunicorn import in_parallel, sdk_key
 
 WORKERS = 3
-TRIALS = 24  # six of each change
+TRIALS = 16  # four of each change
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "")
 # The checks of revoked and disabled keys are failed authentications: not limited here.
 ENV = {"RATELIMIT_AUTH_FAILURES": "10000/minute"}
