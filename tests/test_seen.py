@@ -15,7 +15,7 @@ import pytest
 import redis
 from sqlalchemy import create_engine, text
 
-from app.access import counting
+from app.access import counting, seen
 from app.access.counting import host
 from app.domain import keyformat
 
@@ -220,3 +220,19 @@ def test_a_generation_is_read_in_the_round_trip_that_counts_the_attempt(redis_co
     count, found = counting.attempt(redis_counts, "attempts", 60)
     assert (count, found) == (1, counting.generation(redis_counts))
     assert len(sent) == 2  # the attempt's, then generation()'s
+
+
+def test_a_worker_keeps_at_most_its_bound_of_rows_and_reads_the_rest_again(
+    client, org, make_key, app, monkeypatch, statements
+):
+    monkeypatch.setattr(seen, "MOST_ROWS", 3)
+    keys = [make_key(name=f"key {number}") for number in range(5)]
+    for key in keys:
+        assert client.get(FORWARD, auth=(key, "")).status_code == 204
+    assert len(app.extensions["seen"].rows) == 3
+    with statements() as read:
+        assert client.get(FORWARD, auth=(keys[-1], "")).status_code == 204  # kept
+    assert read == []
+    with statements() as read:
+        assert client.get(FORWARD, auth=(keys[0], "")).status_code == 204  # read again
+    assert len(read) == 1 and "WHERE API_KEYS.DIGEST =" in read[0]

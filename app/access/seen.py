@@ -33,8 +33,9 @@ from app.storage import queries
 from app.storage.models import ApiKey, Identity, Organization
 from app.storage.queries import Holder
 
-# The most rows a worker keeps: past it, the oldest seen goes (about 1 KiB each).
-MOST_ROWS = 4096
+# The most rows a worker keeps: past it, the first seen goes. A row with its strings is up
+# to about 2 KiB: at most 2 MiB of a worker's memory (bench/README.md, "A worker's memory").
+MOST_ROWS = 1024
 # The tables whose rows a check reads.
 _READ = frozenset(model.__table__.name for model in (ApiKey, Identity, Organization))
 # Set on a write of those tables that changes nothing a check decides from (last_used).
