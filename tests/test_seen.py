@@ -6,6 +6,7 @@ session's events)."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 import traceback
 import uuid
@@ -236,3 +237,28 @@ def test_a_worker_keeps_at_most_its_bound_of_rows_and_reads_the_rest_again(
     with statements() as read:
         assert client.get(FORWARD, auth=(keys[0], "")).status_code == 204  # read again
     assert len(read) == 1 and "WHERE API_KEYS.DIGEST =" in read[0]
+
+
+def test_while_redis_does_not_answer_every_check_reads_and_a_write_owes_its_bump(
+    make_app, database_url, org, make_key, caplog
+):
+    """No generation can be read: no row is served from memory, and the worker of a write
+    made meanwhile remembers that it owes Redis a bump."""
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        app = make_app(SQLALCHEMY_DATABASE_URI=database_url, RATELIMIT_STORAGE_URI=url)
+        client = app.test_client()
+        key = make_key()
+        assert client.get(FORWARD, auth=(key, "")).status_code == 204
+        assert app.extensions["seen"].rows == {}
+        engine = create_engine(database_url)
+        with engine.begin() as connection:  # by hand: no bump
+            change = "UPDATE api_keys SET enabled = false WHERE identifier = :i"
+            connection.execute(text(change), {"i": keyformat.identifier_of(key)})
+        engine.dispose()
+        assert client.get(FORWARD, auth=(key, "")).json["code"] == "disabled_key"
+        other = make_key(name="written meanwhile")
+        assert client.delete(f"/api/keys/{other}", auth=(org.sdk, "")).status_code == 204
+        assert app.extensions["limits"].owed

@@ -141,33 +141,37 @@ def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
 # storage's prefix.
 GENERATION_KEY = "generation"
 
-# Redis: the generation (KEYS[1]) read, or with ARGV[1] == '1' bumped. Where Redis has none
-# (a new Redis, or one that lost its data) it begins at Redis's clock in microseconds, so
-# that it never comes back to a value a worker may hold rows of from before.
-_GENERATION = """
-local generation = redis.call('get', KEYS[1])
+# Redis: the generation (the script's KEYS[G]) as `generation`. Where Redis has none (a new
+# Redis, or one that lost its data) it begins at Redis's clock in microseconds, so that it
+# never comes back to a value a worker may hold rows of from before.
+_BEGUN = """
+local generation = redis.call('get', KEYS[G])
 if not generation then
   local now = redis.call('time')
   generation = now[1] .. string.sub('00000' .. now[2], -6)
-  redis.call('set', KEYS[1], generation)
+  redis.call('set', KEYS[G], generation)
 end
+"""
+# Redis: the generation (KEYS[1]) read, or with ARGV[1] == '1' bumped.
+_GENERATION = (
+    _BEGUN.replace("KEYS[G]", "KEYS[1]")
+    + """
 if ARGV[1] == '1' then return redis.call('incr', KEYS[1]) end
 return tonumber(generation)
 """
-
+)
 # Redis: one attempt counted (KEYS[1], a new window of ARGV[1] seconds when it has none, as
 # `limits`' incr_expire counts) and the generation read (KEYS[2]), in one round trip.
-_ATTEMPT = """
+_ATTEMPT = (
+    """
 local count = redis.call('incr', KEYS[1])
 if count == 1 then redis.call('expire', KEYS[1], ARGV[1]) end
-local generation = redis.call('get', KEYS[2])
-if not generation then
-  local now = redis.call('time')
-  generation = now[1] .. string.sub('00000' .. now[2], -6)
-  redis.call('set', KEYS[2], generation)
-end
+"""
+    + _BEGUN.replace("KEYS[G]", "KEYS[2]")
+    + """
 return {count, tonumber(generation)}
 """
+)
 
 
 def generation(counts: Storage) -> int | None:
