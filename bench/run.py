@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -269,6 +270,21 @@ COMPARED = ("get", "list_50", "deep_list_50", "get_big", "deep_list_50_big")
 BASELINE = "@baseline"
 
 
+def copied(url: str) -> str:
+    """A copy of the SQLite database at `url`, without its hosts, for a baseline's servers:
+    on the service's, a baseline counting in its own checkout's instance folder is another
+    host counting apart, which its first start refuses (app/serving/hosts.py)."""
+    path = Path(url.removeprefix("sqlite:///"))
+    copy = path.with_name(f"{path.stem}{BASELINE}{path.suffix}")
+    source, target = sqlite3.connect(path), sqlite3.connect(copy)
+    source.backup(target)
+    with target:
+        target.execute("DELETE FROM hosts")  # the service's, seen on the original
+    source.close()
+    target.close()
+    return f"sqlite:///{copy}"
+
+
 def with_baseline(plan: list[Scenario]) -> list[Scenario]:
     """Each compared scenario followed by the same against the baseline's servers."""
     both = []
@@ -399,7 +415,7 @@ def main() -> None:
                         name + BASELINE,
                         "wsgi:app",
                         workdir,
-                        settings[name],
+                        settings[name] | {"DATABASE_URL": copied(settings[name]["DATABASE_URL"])},
                         Path(baseline).resolve(),
                     )
                 plan = with_baseline(plan)
