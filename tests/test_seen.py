@@ -112,8 +112,13 @@ def _identity_quota(client, org, key, reference):
     return client.put(f"/api/identities/{identity}", json=body, auth=(org.sdk, ""))
 
 
+def _report_leak(client, org, key, reference):
+    return client.post("/api/revoke", json={"keys": [key]})
+
+
 WRITES = {
     _revoke: (401, "unauthorized"),
+    _report_leak: (401, "unauthorized"),
     _disable: (401, "disabled_key"),
     _narrow: (403, "forbidden"),
     _expire: (401, "expired_key"),
