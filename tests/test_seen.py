@@ -45,6 +45,30 @@ def test_a_change_by_hand_is_seen_at_the_next_write_through_the_service(
     assert client.get(FORWARD, auth=(key, "")).json["code"] == "disabled_key"
 
 
+def test_no_row_is_served_longer_than_its_bound_after_its_read(
+    client, org, make_key, database_url, monkeypatch
+):
+    """What no bump tells (here a change by hand) is seen once the row is ROW_SECONDS old."""
+    monkeypatch.setattr(seen, "ROW_SECONDS", 0.5)
+    key = make_key()
+    assert client.get(FORWARD, auth=(key, "")).status_code == 204
+    engine = create_engine(database_url)
+    with engine.begin() as connection:
+        change = "UPDATE api_keys SET enabled = false WHERE identifier = :i"
+        connection.execute(text(change), {"i": keyformat.identifier_of(key)})
+    engine.dispose()
+    time.sleep(0.6)
+    assert client.get(FORWARD, auth=(key, "")).json["code"] == "disabled_key"
+
+
+def test_counts_in_a_processs_memory_keep_no_rows(make_app, database_url, org, make_key):
+    """memory:// is this process's alone: no command or other process could bump it."""
+    app = make_app(SQLALCHEMY_DATABASE_URI=database_url, RATELIMIT_STORAGE_URI="memory://")
+    key = make_key()
+    assert app.test_client().get(FORWARD, auth=(key, "")).status_code == 204
+    assert app.extensions["seen"].rows == {}
+
+
 def test_a_use_writes_last_used_once_per_resolution_though_its_row_is_seen(
     client, org, make_key, sql
 ):
@@ -130,11 +154,16 @@ WRITES = {
 
 
 @pytest.mark.parametrize("write", list(WRITES), ids=[w.__name__[1:] for w in WRITES])
-def test_a_write_through_the_service_reaches_the_next_check(client, org, make_key, app, write):
+def test_a_write_through_the_service_reaches_the_next_check(
+    client, org, make_key, app, write, statements
+):
     key = make_key(scopes=("monitor:read", "site:read"))
     reference = keyformat.identifier_of(key)
     check = f"{FORWARD}?scope=monitor:read"
-    assert client.get(check, auth=(key, "")).status_code == 204  # its row is seen
+    assert client.get(check, auth=(key, "")).status_code == 204
+    with statements() as read:
+        assert client.get(check, auth=(key, "")).status_code == 204
+    assert read == []  # served from the row seen
     before = generation(app)
     answer = write(client, org, key, reference)
     assert answer.status_code < 300, answer.json

@@ -174,13 +174,14 @@ def test_a_redirect_is_not_followed(app, client, org, receiver, clock):
 
 
 def test_a_receiver_that_does_not_answer_in_five_seconds_fails_the_try(app, client, org, receiver):
-    receiver.delay = 6.0
+    receiver.delay = 9.0
     endpoint = make_endpoint(client, org.sdk, receiver.url)
     new_key(client, org)
     started = utcnow()
     send(app)
     took = utcnow() - started
-    assert timedelta(seconds=4.9) <= took < timedelta(seconds=5.9)
+    # Cut at 5 s, not after the receiver's 9 (a loaded machine took 6.3 s to get there).
+    assert timedelta(seconds=4.9) <= took < timedelta(seconds=8.5)
     listed = deliveries(client, org.sdk, endpoint)["data"][0]
     assert listed["status"] == "pending"
     assert listed["last_status"] is None

@@ -11,17 +11,18 @@ session's events below, which see every write the service makes through db.sessi
 whichever module makes it. A row read before a bump is never served after it: each row keeps
 the generation read before its read.
 
-While the generation cannot be read (Redis silent, or a storage that keeps none) every check
-reads the database, and the rows seen before are dropped: a write made meanwhile bumped
-nothing; its worker owes the bump and makes it as soon as Redis answers it again. (A host
-cut from Redis while the others reach it is the one case where another host may serve a
-row it read before that host's change, until the owed bump.) A change made to the database
-by hand (SQL, a backup restored) is seen once the service is restarted (the rows are the
-worker's memory) or its next write bumps.
+While the generation cannot be read (Redis silent; `memory://`, which no other process, a
+command included, can bump) every check reads the database, and the rows seen before are
+dropped: a write made meanwhile bumped nothing; its worker owes the bump and makes it as
+soon as Redis answers it again. What no bump tells (a change made by hand in SQL, a bump
+that Redis did not take while other hosts reach it, hosts that count apart) is seen at the
+latest ROW_SECONDS after a row was read: no row is served longer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from datetime import datetime
 
 from flask import Flask, current_app
@@ -33,6 +34,9 @@ from app.storage import queries
 from app.storage.models import ApiKey, Identity, Organization
 from app.storage.queries import Holder
 
+# The longest a row is served after its read, whatever the generation: the bound on what no
+# bump tells (a change made by hand, a bump Redis did not take, hosts counting apart).
+ROW_SECONDS = 5.0
 # The most rows a worker keeps: past it, the first seen goes. A row with its strings is up
 # to about 2 KiB: at most 2 MiB of a worker's memory (bench/README.md, "A worker's memory").
 MOST_ROWS = 1024
@@ -45,10 +49,10 @@ _CHANGED = "changes_what_checks_read"
 
 class Seen:
     """A worker's rows of keys, by digest (and whether the read had the facts), each with
-    the generation read before it was."""
+    the generation read before it was and when (time.monotonic())."""
 
     def __init__(self) -> None:
-        self.rows: dict[bytes, tuple[int, Holder]] = {}
+        self.rows: dict[bytes, tuple[int, float, Holder]] = {}
         # When this worker last wrote a key's last_used, by identifier: the rows keep the
         # time they were read with.
         self.used: dict[str, datetime] = {}
@@ -61,13 +65,16 @@ class Seen:
             return queries.holder(digest, facts)
         seen_as = digest + b"+" if facts else digest
         row = self.rows.get(seen_as)
-        if row is not None and row[0] == generation:
-            return row[1]
+        now = time.monotonic()
+        if row is not None and row[0] == generation and now - row[1] < ROW_SECONDS:
+            return row[2]
         found = queries.holder(digest, facts)
         if found is not None:
             if len(self.rows) >= MOST_ROWS:
-                del self.rows[next(iter(self.rows))]
-            self.rows[seen_as] = (generation, found)
+                # The first seen; another thread of a threaded worker may take it first.
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                    del self.rows[next(iter(self.rows))]
+            self.rows[seen_as] = (generation, now, found)
         return found
 
     def last_used(self, holder: Holder) -> datetime | None:

@@ -47,7 +47,7 @@ def trials(servers: list[Server]) -> Counter:
         assert made.status == 201, made.body
         key = made.json()["key"]
         for server in servers:  # every worker reads and keeps its row
-            warm = in_parallel(4 * WORKERS, lambda s=server, k=key: s.request("GET", CHECK, k))
+            warm = in_parallel(6 * WORKERS, lambda s=server, k=key: s.request("GET", CHECK, k))
             assert {answer.status for answer in warm} == {204}
         writer = servers[(trial + 1) % len(servers)]
         location = made.headers["Location"]

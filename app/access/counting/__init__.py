@@ -176,8 +176,9 @@ return {count, tonumber(generation)}
 
 def generation(counts: Storage) -> int | None:
     """The generation of what the checks read where `counts` keeps it (app/access/seen.py);
-    None in a storage that keeps none (neither this host's file, memory nor Redis)."""
-    if isinstance(counts, HostCounts | MemoryCounts):
+    None in a storage that keeps none: neither this host's file nor Redis (a process's
+    memory, which no other process can bump, included)."""
+    if isinstance(counts, HostCounts):
         return counts.generation()
     if isinstance(counts, RedisStorage):
         script = counts.get_connection().register_script(_GENERATION)
@@ -187,7 +188,7 @@ def generation(counts: Storage) -> int | None:
 
 def bump(counts: Storage) -> None:
     """The next generation where `counts` keeps it: every worker's rows of keys are stale."""
-    if isinstance(counts, HostCounts | MemoryCounts):
+    if isinstance(counts, HostCounts):
         counts.bump()
     elif isinstance(counts, RedisStorage):
         script = counts.get_connection().register_script(_GENERATION)

@@ -26,14 +26,6 @@ class MemoryCounts(MemoryStorage):
         self.timer.cancel()  # started by MemoryStorage.__init__
         self.lock = threading.Lock()
         self.sweep_at = 0.0
-        self.generation_now = 0  # of what the checks read (app/access/seen.py)
-
-    def generation(self) -> int:
-        return self.generation_now
-
-    def bump(self) -> None:
-        with self.lock:
-            self.generation_now += 1
 
     def incr(self, key: str, expiry: float, amount: int = 1) -> int:
         now = time.time()
