@@ -27,6 +27,15 @@ def generation(app) -> int | None:
     return counting.generation(app.extensions["limits"].storage)
 
 
+def disable_by_hand(database_url: str, key: str) -> None:
+    """`key` disabled by SQL beside the service: a change no bump tells."""
+    engine = create_engine(database_url)
+    with engine.begin() as connection:
+        change = "UPDATE api_keys SET enabled = false WHERE identifier = :i"
+        connection.execute(text(change), {"i": keyformat.identifier_of(key)})
+    engine.dispose()
+
+
 def test_a_change_by_hand_is_seen_at_the_next_write_through_the_service(
     client, org, make_key, database_url
 ):
@@ -34,11 +43,7 @@ def test_a_change_by_hand_is_seen_at_the_next_write_through_the_service(
     the service) is not seen until a write through the service bumps the generation."""
     key = make_key()
     assert client.get(FORWARD, auth=(key, "")).status_code == 204
-    engine = create_engine(database_url)
-    with engine.begin() as connection:
-        change = "UPDATE api_keys SET enabled = false WHERE identifier = :i"
-        connection.execute(text(change), {"i": keyformat.identifier_of(key)})
-    engine.dispose()
+    disable_by_hand(database_url, key)
     assert client.get(FORWARD, auth=(key, "")).status_code == 204  # the row seen
     other = make_key(name="another")  # any write of a key through the service
     assert client.get(FORWARD, auth=(other, "")).status_code == 204
@@ -52,11 +57,7 @@ def test_no_row_is_served_longer_than_its_bound_after_its_read(
     monkeypatch.setattr(seen, "ROW_SECONDS", 0.5)
     key = make_key()
     assert client.get(FORWARD, auth=(key, "")).status_code == 204
-    engine = create_engine(database_url)
-    with engine.begin() as connection:
-        change = "UPDATE api_keys SET enabled = false WHERE identifier = :i"
-        connection.execute(text(change), {"i": keyformat.identifier_of(key)})
-    engine.dispose()
+    disable_by_hand(database_url, key)
     time.sleep(0.6)
     assert client.get(FORWARD, auth=(key, "")).json["code"] == "disabled_key"
 
@@ -287,11 +288,7 @@ def test_while_redis_does_not_answer_every_check_reads_and_a_write_owes_its_bump
         key = make_key()
         assert client.get(FORWARD, auth=(key, "")).status_code == 204
         assert app.extensions["seen"].rows == {}
-        engine = create_engine(database_url)
-        with engine.begin() as connection:  # by hand: no bump
-            change = "UPDATE api_keys SET enabled = false WHERE identifier = :i"
-            connection.execute(text(change), {"i": keyformat.identifier_of(key)})
-        engine.dispose()
+        disable_by_hand(database_url, key)
         assert client.get(FORWARD, auth=(key, "")).json["code"] == "disabled_key"
         other = make_key(name="written meanwhile")
         assert client.delete(f"/api/keys/{other}", auth=(org.sdk, "")).status_code == 204
