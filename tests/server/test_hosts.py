@@ -9,7 +9,8 @@ outright midway (SIGKILL to its gunicorn master and workers): every limit is exa
 hosts, a key revoked, disabled or narrowed is refused by every host once the change is
 answered, and every create answered 201 is there afterwards. Under steady load, each host in
 turn reloaded gracefully (SIGHUP to its master, as the docs say) fails no request. With the
-workers of both hosts sending webhooks, each event is received once.
+workers of both hosts sending webhooks to a receiver that fails each event's first two tries,
+each event is tried exactly three times, a retry delay apart, never by two workers at once.
 
 Needs TEST_DATABASE_URL (PostgreSQL: hosts share no SQLite file), TEST_REDIS_URL and nginx;
 skipped, saying which, without them. The figures are printed (pytest -s shows them).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
+import itertools
 import json
 import os
 import secrets
@@ -38,6 +40,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy import create_engine, text
 
 from app import create_app
 from app.extensions import db
@@ -173,6 +176,15 @@ class Cluster:
         assert status == 201, (status, body)
         return body["key"]
 
+    def query(self, statement: str) -> list[tuple]:
+        """Rows of one SQL statement, read beside the hosts."""
+        engine = create_engine(self.database, hide_parameters=True)
+        try:
+            with engine.connect() as connection:
+                return [tuple(row) for row in connection.execute(text(statement))]
+        finally:
+            engine.dispose()
+
     def log(self) -> str:
         path = self.folder / Path(LOG).name
         return path.read_text() if path.exists() else ""
@@ -221,6 +233,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         RATELIMIT_AUTH_FAILURES="1000000/minute",
         WEB_CONCURRENCY=str(WORKERS),
         WEBHOOK_ALLOW_PRIVATE="true",  # the webhook test's receiver is on this machine
+        WEBHOOK_RETRY_DELAYS="1,1,1",  # its failed tries retried within seconds
         PYTHONUNBUFFERED="1",
     )
     hosts: list[Host] = []
@@ -280,25 +293,43 @@ def upstreams(cluster: Cluster) -> list[list[str]]:
 
 
 EVENTS = 40  # keys created, through both hosts, while a webhook endpoint listens
+FAILED_TRIES = 2  # the receiver's answer to each event's first tries: 503
 
 
-def test_each_webhook_event_is_received_once_with_two_hosts_sending(cluster):
-    """Every worker of both hosts delivers webhooks: each event of keys created through both
-    is received, once. (First: the cluster whole.)"""
+def test_each_webhook_try_is_made_once_with_two_hosts_sending(cluster):
+    """Every worker of both hosts delivers webhooks, and the receiver fails each event's first
+    two tries: each event is tried exactly three times, a retry delay apart (a try made by
+    two workers at once would come twice within moments), then delivered. (First: the
+    cluster whole.)"""
     receiver = start_receiver()
+    arrivals: dict[str, list[float]] = {}
+
+    def answer(request) -> tuple[int, dict[str, str]]:
+        tries = arrivals.setdefault(request.headers["webhook-id"], [])
+        tries.append(time.monotonic())
+        return (503, {}) if len(tries) <= FAILED_TRIES else (204, {})
+
+    receiver.answer = answer
     try:
         body = {"url": receiver.url, "events": ["key.created"]}
         status, endpoint = cluster.request("POST", "/api/webhooks", cluster.sdk, body)
         assert status == 201, endpoint
         with ThreadPoolExecutor(max_workers=4) as pool:
             made = list(pool.map(lambda _: cluster.made(), range(EVENTS)))
-        receiver.wait_for(EVENTS, timeout=60)
-        time.sleep(3)  # time for a second try of any event, were one made
+        receiver.wait_for(EVENTS * (FAILED_TRIES + 1), timeout=90)
+        time.sleep(3)  # time for a fourth try of any event, were one made
         ids = Counter(request.headers["webhook-id"] for request in receiver.received)
         keys = {json.loads(request.body)["data"]["key"]["key"] for request in receiver.received}
-        print(f"\nwebhooks: {EVENTS} events, {len(receiver.received)} received, {len(ids)} ids")
-        assert sorted(ids.values()) == [1] * EVENTS
+        gaps = [b - a for times in arrivals.values() for a, b in itertools.pairwise(times)]
+        print(
+            f"\nwebhooks: {EVENTS} events, {len(receiver.received)} tries received for "
+            f"{len(ids)} ids, the closest two tries of one event {min(gaps):.2f} s apart"
+        )
+        assert sorted(ids.values()) == [FAILED_TRIES + 1] * EVENTS
+        assert min(gaps) >= 0.9  # the retry delay (1 s), never two hosts' tries at once
         assert len(keys) == len(made) == EVENTS  # one event each, each its own key
+        tries = cluster.query("SELECT status, tries FROM webhook_deliveries")
+        assert Counter(tries) == Counter({("delivered", FAILED_TRIES + 1): EVENTS})
         deleted = cluster.request("DELETE", f"/api/webhooks/{endpoint['id']}", cluster.sdk)
         assert deleted[0] == 204
     finally:
