@@ -17,10 +17,6 @@ from app.serving import hosts
 from app.storage import queries
 
 bp = Blueprint("health", __name__)
-# Where the application keeps how its limits are counted: a function that answers "ok" or
-# "degraded" (app/access/limits.py's Limits.state and COUNTS_STATE; serving imports nothing
-# of access).
-COUNTS_STATE = "counts_state"
 
 
 @bp.get("/healthz")
@@ -56,5 +52,5 @@ def healthz():
         ) from None
     if apart := hosts.apart():
         raise ApiError(503, "unavailable", apart, headers=[RETRY_SHORTLY])
-    state = current_app.extensions.get(COUNTS_STATE)
+    state = current_app.extensions.get(hosts.COUNTS_STATE)
     return {"status": "ok", "counts": "ok" if state is None else state()}

@@ -34,6 +34,10 @@ from app.serving import metrics
 from app.storage.models import Host
 
 EXTENSION = "hosts"
+# Where the application keeps how its limits are counted: a function that answers "ok" or
+# "degraded" (app/access/limits.py's Limits.state and COUNTS_STATE; serving imports nothing
+# of access), asked by /healthz and by each heartbeat.
+COUNTS_STATE = "counts_state"
 HEARTBEATS = 3  # a host not seen for this many heartbeats no longer serves
 WARN_SECONDS = 60.0
 FORGET_DAYS = 7  # a host gone this long is removed from the table
@@ -121,6 +125,10 @@ class Heartbeat:
                 self.beat()
             except SQLAlchemyError:
                 self.logger.warning("hosts: the heartbeat could not be written", exc_info=True)
+            # A worker that serves nothing asks Redis too, so that its gauge
+            # (api_keys_counts_degraded) says when Redis answers again.
+            if state := self.app.extensions.get(COUNTS_STATE):
+                state()
         if self.apart and time.monotonic() - self.warned >= WARN_SECONDS:
             self.warned = time.monotonic()
             self.logger.warning("%s", self.apart)

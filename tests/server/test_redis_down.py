@@ -192,3 +192,25 @@ def test_a_killed_redis_started_again_keeps_every_quota_spent(start_server, own_
     own_redis.start()
     wait_until_counting_in_redis(server, spent, 429)
     assert health(server)["counts"] == "ok"
+
+
+def test_a_worker_that_serves_nothing_says_when_redis_answers_again(start_server, own_redis):
+    """The gauge api_keys_counts_degraded is the highest of the live workers': each worker
+    that counted in the host's file asks Redis again at its heartbeat, not only at its next
+    request, so that workers left idle after an outage do not keep it at 1."""
+    env = env_for(own_redis) | {"HOSTS_HEARTBEAT_SECONDS": "1"}
+    server = start_server(workers=3, env=env)
+    key = sdk_key(server)
+    own_redis.signal(signal.SIGSTOP)
+    try:
+        statuses = in_parallel(24, lambda: use(server, key).status)  # every worker, likely
+        assert set(statuses) <= set(ALLOWED), statuses
+        assert "api_keys_counts_degraded 1.0" in server.request("GET", "/metrics").body.decode()
+    finally:
+        own_redis.signal(signal.SIGCONT)
+    deadline = time.monotonic() + BACK_WITHIN
+    while "api_keys_counts_degraded 0.0" not in (
+        metrics := server.request("GET", "/metrics").body.decode()
+    ):
+        assert time.monotonic() < deadline, [m for m in metrics.splitlines() if "degraded" in m]
+        time.sleep(1)
