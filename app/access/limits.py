@@ -32,7 +32,7 @@ from app.access.uses import OWN, QUOTA, KeyUse
 from app.domain.addresses import client_address
 from app.domain.credentials import Caller
 from app.http.errors import RETRY_SHORTLY, ApiError
-from app.serving import metrics
+from app.serving import hosts, metrics
 
 AUTH_FAILURES = "RATELIMIT_AUTH_FAILURES"
 PER_KEY = "RATELIMIT_PER_KEY"
@@ -44,8 +44,6 @@ RETRY_SECONDS = 10.0
 WARN_SECONDS = 60.0
 OK = "ok"
 DEGRADED = "degraded"
-# Where app/serving/health.py finds Limits.state, for /healthz's `counts`.
-COUNTS_STATE = "counts_state"
 # Where the application keeps what records a quota used up, called with the caller and the
 # Exhausted of its use (app/webhooks/announcements.py sets it; authentication calls it).
 EXHAUSTED = "quota_exhausted"
@@ -307,7 +305,7 @@ class Limits:
 
 def init_app(app: Flask) -> None:
     limits = app.extensions["limits"] = Limits(app)
-    app.extensions[COUNTS_STATE] = limits.state
+    app.extensions[hosts.COUNTS_STATE] = limits.state
 
 
 def _limits() -> Limits | None:
