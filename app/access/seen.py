@@ -118,15 +118,10 @@ def _after_commit(session: Session) -> None:
         current_app.extensions["limits"].bump()
 
 
-def _after_rollback(session: Session) -> None:
-    session.info.pop(_CHANGED, None)
-
-
 _EVENTS = (
     ("after_flush", _after_flush),
     ("do_orm_execute", _on_execute),
     ("after_commit", _after_commit),
-    ("after_rollback", _after_rollback),
 )
 
 
