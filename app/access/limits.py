@@ -219,6 +219,17 @@ class Limits:
             raise self.counts_unavailable()
         return storage
 
+    def answers(self) -> bool:
+        """Whether the counts are where RATELIMIT_STORAGE_URI says, not in this host's file
+        while that storage is silent (asked again every RETRY_SECONDS)."""
+        return self._storage() is self.storage
+
+    def silent(self) -> None:
+        """The storage failed an operation of another part (app/usage's): counted in this
+        host's file until it answers, as after a failure of the limits' own."""
+        if self.fallback_enabled:
+            self._fall_back()
+
     def counts_unavailable(self) -> CountsUnavailable:
         """503 for a use or grant of a quota while the only storage that holds it is silent:
         retry once this worker asks it again."""

@@ -253,6 +253,18 @@ class KeyUsage(db.Model):
     )
 
 
+class UsageBatch(db.Model):
+    """A batch of usage counts taken from Redis and written into key_usage (app/usage/shared.py),
+    recorded in the transaction that writes it: a batch found again (its writer killed before
+    it removed it from Redis, or two workers at once) is written once. Removed with the
+    usage's old hours."""
+
+    __tablename__ = "usage_batches"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    written: Mapped[datetime] = mapped_column(index=True)
+
+
 class WebhookEndpoint(db.Model):
     """Where an organization's key events are sent (app/webhooks), with the secret that
     signs them: kept as it is, since signing needs it (a digest could not sign)."""

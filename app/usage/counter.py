@@ -12,6 +12,9 @@ refusal. The record is read once, when the answer starts, by the one wrapper tha
 the metrics: one lock and one clock read per request, no take-back of a replaced verdict.
 Measured: app/serving/verdicts.py.
 
+Where the limits count in Redis, each use goes there instead, before its answer starts, and
+the batches are taken from there (app/usage/shared.py): a worker killed outright loses none.
+
 The thread starts with the first count of each process, so never in gunicorn's master (which
 serves nothing), and again in a forked child; it holds its counter weakly and ends when the
 application is gone. Old hours are pruned by the batches, at most once an hour.
@@ -31,13 +34,16 @@ from flask import Flask
 from sqlalchemy import DateTime, Integer, String, bindparam, delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.access import counting
+from app.access.limits import Limits
 from app.domain.scopes import to_names
 from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.serving import verdicts
 from app.serving.verdicts import Verdicts
 from app.storage import database
-from app.storage.models import ApiKey, KeyUsage
+from app.storage.models import ApiKey, KeyUsage, UsageBatch
+from app.usage.shared import Row, SharedUsage
 
 EXTENSION = "usage"
 ALLOWED = verdicts.ALLOWED
@@ -48,9 +54,6 @@ PRUNE_SECONDS = 3600
 
 log = logging.getLogger(__name__)
 
-# A count's key: the key's id, its hour (hours since 1970), the outcome, the scope.
-Row = tuple[int, int, str, str]
-
 
 class Usage:
     """One application's counts in this process, and the thread that writes them."""
@@ -59,6 +62,10 @@ class Usage:
         self.app = app
         self.flush_seconds: float = app.config["USAGE_FLUSH_SECONDS"]
         self.retention = timedelta(days=app.config["USAGE_RETENTION_DAYS"])
+        # Where the limits count in Redis, the uses are counted there (app/usage/shared.py).
+        self.limits: Limits = app.extensions["limits"]
+        scripted = counting.scripted(self.limits.storage)
+        self.shared = SharedUsage(self.limits.storage, self.limits.prefix) if scripted else None
         self.forked()
         _counters.add(self)
 
@@ -73,23 +80,29 @@ class Usage:
     def add(self, environ: dict, status: int, seconds: float, doors: Verdicts) -> None:
         """A request whose answer starts (app/serving/verdicts.py's wrapper calls it): each door's
         last verdict on a key counted, with the scopes it checked when it let the key
-        through."""
+        through: in Redis while it answers where the limits count there, else in memory."""
         if not doors:
             return
         hour = int(time.time() // 3600)
-        with self.lock:
-            counts = self.counts
-            for key, outcome, scopes in doors.values():
-                if key is None:
-                    continue
-                row = (key, hour, outcome, USE)
-                counts[row] = counts.get(row, 0) + 1
-                if scopes and outcome == ALLOWED:
-                    for scope in to_names(scopes):
-                        row = (key, hour, outcome, scope)
-                        counts[row] = counts.get(row, 0) + 1
+        if self.shared is not None and self.limits.answers():
+            counts = _counted(doors, hour, {})
+            try:
+                if counts:
+                    self.shared.add(counts)
+            except self.limits.storage.base_exceptions:
+                self.limits.silent()
+                self._keep(counts)
+        else:
+            with self.lock:
+                _counted(doors, hour, self.counts)
         if self.thread is None:
             self.start()
+
+    def _keep(self, counts: dict[Row, int]) -> None:
+        """`counts` added to this worker's, for its next batch."""
+        with self.lock:
+            for row, count in counts.items():
+                self.counts[row] = self.counts.get(row, 0) + count
 
     def start(self) -> None:
         with self.lock:
@@ -115,14 +128,36 @@ class Usage:
         _counters.discard(self)
 
     def flush(self) -> None:
-        """Write the counts so far in one transaction (kept for the next batch when the
-        database fails), pruning old hours when an hour has passed since this worker last
-        did; nothing at all when there is nothing to write. The rows go in the order of
-        their key (the table's primary key), so that every worker's batch locks the rows it
-        shares with another's in the same order: PostgreSQL found deadlocks between batches
-        written in each worker's own order of counting."""
+        """This worker's counts so far written in one transaction (kept for the next batch
+        when the database fails), then, where the uses are counted in Redis, the batches
+        taken from there, each in one transaction (app/usage/shared.py)."""
         with self.lock:
             counts, self.counts = self.counts, {}
+        if counts and not self._write(counts):
+            self._keep(counts)
+        if self.shared is not None:
+            with self.app.app_context():  # the limits' state reports to the app's metrics
+                self._take()
+
+    def _take(self) -> None:
+        """The batches in Redis written, each removed once written; none while it is silent."""
+        if not self.limits.answers():
+            return
+        try:
+            for batch in self.shared.take():
+                if self._write(self.shared.counts(batch), batch):
+                    self.shared.remove(batch)
+        except self.limits.storage.base_exceptions:
+            self.limits.silent()
+
+    def _write(self, counts: dict[Row, int], batch: str | None = None) -> bool:
+        """`counts` added to key_usage in one transaction, with the id of the Redis `batch`
+        they are, unless it is recorded already (then nothing is written), pruning old hours
+        when an hour has passed since this worker last did: whether they are written (False:
+        the database failed). The rows go in the order of their key (the table's primary
+        key), so that every worker's batch locks the rows it shares with another's in the
+        same order: PostgreSQL found deadlocks between batches written in each worker's own
+        order of counting."""
         rows = [
             {
                 "key_id": key,
@@ -135,22 +170,46 @@ class Usage:
             if count
         ]
         if not rows:
-            return
+            return True
         prune = time.monotonic() - self.pruned >= PRUNE_SECONDS or not self.pruned
         try:
             with self.app.app_context(), db.engine.begin() as connection:
-                connection.execute(_upsert(connection.dialect.name), rows)
+                dialect = connection.dialect.name
+                if batch is not None:
+                    recorded = (
+                        database.insert(UsageBatch, dialect)
+                        .values(id=batch, written=utcnow())
+                        .on_conflict_do_nothing()
+                        .returning(UsageBatch.id)
+                    )
+                    if connection.execute(recorded).first() is None:
+                        return True  # written before, by a worker killed before it removed it
+                connection.execute(_upsert(dialect), rows)
                 if prune:
                     cutoff = utcnow() - self.retention
                     connection.execute(delete(KeyUsage).where(KeyUsage.hour < cutoff))
+                    connection.execute(delete(UsageBatch).where(UsageBatch.written < cutoff))
         except SQLAlchemyError:
             log.warning("usage: %d counts not written, kept for the next batch", len(rows))
-            with self.lock:
-                for row, count in counts.items():
-                    self.counts[row] = self.counts.get(row, 0) + count
-            return
+            return False
         if prune:
             self.pruned = time.monotonic()
+        return True
+
+
+def _counted(doors: Verdicts, hour: int, counts: dict[Row, int]) -> dict[Row, int]:
+    """Each door's verdict on a key added to `counts` in `hour`: the use, and the scopes the
+    door checked and let it through."""
+    for key, outcome, scopes in doors.values():
+        if key is None:
+            continue
+        row = (key, hour, outcome, USE)
+        counts[row] = counts.get(row, 0) + 1
+        if scopes and outcome == ALLOWED:
+            for scope in to_names(scopes):
+                row = (key, hour, outcome, scope)
+                counts[row] = counts.get(row, 0) + 1
+    return counts
 
 
 def _flushing(counter: weakref.ref[Usage], seconds: float, stopped: threading.Event) -> None:

@@ -45,7 +45,7 @@ return count
 """
 
 
-def _scripted(counts: Storage) -> bool:
+def scripted(counts: Storage) -> bool:
     """Whether `counts` takes this module's scripts: Redis, but a cluster, where the keys of
     one script may live on different nodes."""
     return isinstance(counts, RedisStorage) and not isinstance(counts, RedisClusterStorage)
@@ -78,7 +78,7 @@ def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
     not all or nothing."""
     if isinstance(counts, HostCounts | MemoryCounts):
         return counts.spend(counters)
-    if _scripted(counts):
+    if scripted(counts):
         keys = [counts.prefixed_key(counter.key) for counter in counters]
         arguments = [value for c in counters for value in (max(1, math.ceil(c.expiry)), c.limit)]
         script = counts.get_connection().register_script(_SPEND)
@@ -115,7 +115,7 @@ def give_back(counts: Storage, key: str) -> None:
     window that has just ended is left at -1 for a second."""
     if isinstance(counts, HostCounts | MemoryCounts):
         counts.give_back(key)
-    elif _scripted(counts):
+    elif scripted(counts):
         script = counts.get_connection().register_script(_GIVE_BACK)
         script([counts.prefixed_key(key)])
     else:
@@ -129,7 +129,7 @@ def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
     back and its request counted. The count of `key` after."""
     if isinstance(counts, HostCounts | MemoryCounts):
         return counts.exchange(back, key, expiry)
-    if _scripted(counts):
+    if scripted(counts):
         script = counts.get_connection().register_script(_GIVE_BACK)
         keys = [counts.prefixed_key(back), counts.prefixed_key(key)]
         return int(script(keys, [max(1, math.ceil(expiry))]))
@@ -198,7 +198,7 @@ def bump(counts: Storage) -> None:
 def attempt(counts: Storage, key: str, expiry: float) -> tuple[int, int | None]:
     """One count of `key` added (a new window of `expiry` seconds when it has none) and the
     generation read, in one round trip to Redis: the count after, and the generation."""
-    if _scripted(counts):
+    if scripted(counts):
         script = counts.get_connection().register_script(_ATTEMPT)
         keys = [counts.prefixed_key(key), counts.prefixed_key(GENERATION_KEY)]
         count, found = script(keys, [max(1, math.ceil(expiry))])
