@@ -293,6 +293,18 @@ def test_workers_batches_of_the_same_rows_written_at_once_never_deadlock(
     assert total == TRIALS * WRITERS * len(rows)
 
 
+def test_a_count_that_fails_never_fails_the_answer(client, make_key, caplog):
+    """The counters run as the answer starts, outside Flask's error handlers: one that raises
+    is logged, and the answer goes out as it was."""
+
+    def fails(*args) -> None:
+        raise RuntimeError("the count failed")
+
+    client.application.extensions["verdicts"][:] = [fails]  # the wrapper's own list
+    assert client.get(FORWARD, auth=(make_key(), "")).status_code == 204
+    assert "a counter of the request failed" in caplog.text
+
+
 @pytest.mark.parametrize("app_config", [{"USAGE_ENABLED": False}])
 def test_usage_enabled_false_counts_nothing(client, org):
     client.get("/api/keys", auth=(org.sdk, ""))

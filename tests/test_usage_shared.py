@@ -174,3 +174,35 @@ def test_a_failed_write_to_redis_is_counted_in_memory(client, org, make_key, mon
     assert not usage.limits.answers()
     usage.flush()
     assert counted(client, org, key) == 2
+
+
+def test_a_count_that_cannot_be_read_is_left_out_and_the_batches_after_it_are_written(
+    client, org, make_key, monkeypatch, caplog
+):
+    """A field of another format (a version to come, a hand's) never stops the batches."""
+    key = make_key()
+    usage = usage_of(client.application)
+    connection = usage.shared.connection
+    connection.hset(usage.shared.usage, mapping={"not|a|count": 1, b"\xff|1|allowed|": 1})
+    assert list(usage.shared.take())  # an orphan with nothing readable
+    use(client, key, 2)
+    assert list(usage.shared.take())  # a later one, with the uses
+    monkeypatch.setattr(shared, "ORPHAN_SECONDS", 0)
+    usage.flush()
+    assert counted(client, org, key) == 2
+    assert batches(client.application) == set()
+    assert "cannot be read, left out" in caplog.text
+
+
+def test_the_take_run_twice_never_overwrites_its_batch(client, org, make_key):
+    """A script retried (a client's retry after a lost answer) makes no second batch over the
+    first: the uses added between stay in the hash."""
+    key = make_key()
+    usage = usage_of(client.application)
+    keys = [usage.shared.usage, usage.shared.batches, usage.shared.prefix + "twice"]
+    use(client, key, 2)
+    assert usage.shared.take_script(keys, ["twice", 60_000])[0] == 1
+    use(client, key)
+    assert usage.shared.take_script(keys, ["twice", 60_000])[0] == 0
+    assert sum(usage.shared.counts("twice").values()) == 2
+    assert sum(int(n) for n in usage.shared.connection.hvals(usage.shared.usage)) == 1

@@ -21,6 +21,7 @@ near nothing; what is left is mostly prometheus_client's increments and histogra
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -29,6 +30,8 @@ from flask import Flask
 
 ALLOWED = "allowed"
 EXTENSION = "verdicts"
+
+log = logging.getLogger(__name__)
 
 # One door's last verdict: the key's id (None: no key found), the outcome (allowed, or the
 # refusal's code), the scopes (bits) the door checked and let through.
@@ -92,7 +95,10 @@ def _wrapper(wsgi_app: Callable, counters: list[Counter]) -> Callable:
             seconds = time.perf_counter() - started
             code = int(status[:3])
             for counter in counters:
-                counter(environ, code, seconds, verdicts)
+                try:
+                    counter(environ, code, seconds, verdicts)
+                except Exception:  # a count failed, never the answer (outside Flask's handlers)
+                    log.exception("a counter of the request failed; the answer is sent")
             return start_response(status, headers, exc_info)
 
         return wsgi_app(environ, answer)

@@ -90,8 +90,8 @@ class Usage:
                 if counts:
                     self.shared.add(counts)
             except self.limits.storage.base_exceptions:
-                self.limits.silent()
                 self._keep(counts)
+                self.limits.silent()
         else:
             with self.lock:
                 _counted(doors, hour, self.counts)

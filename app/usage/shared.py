@@ -20,6 +20,7 @@ lost.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterator
 
@@ -30,6 +31,8 @@ BATCHES = "usage/batches"
 # A batch listed this long is one whose writer died (or could not write it): another takes it.
 ORPHAN_SECONDS = 60
 
+log = logging.getLogger(__name__)
+
 # A count's key: the key's id, its hour (hours since 1970), the outcome, the scope.
 Row = tuple[int, int, str, str]
 
@@ -37,17 +40,15 @@ Row = tuple[int, int, str, str]
 _ADD = """
 for i = 1, #ARGV, 2 do redis.call('hincrby', KEYS[1], ARGV[i], ARGV[i + 1]) end
 """
-# Redis: the hash KEYS[1], if any, renamed to the batch KEYS[3] and listed in KEYS[2] with
-# Redis's clock (ms); the batches listed at least ARGV[2] ms ago returned, with whether
-# KEYS[3] was made.
+# Redis: the hash KEYS[1], if any, renamed to the batch KEYS[3] unless that exists (the
+# script run twice never overwrites a batch) and listed in KEYS[2] with Redis's clock (ms);
+# the batches listed at least ARGV[2] ms ago returned, with whether KEYS[3] was made.
 _TAKE = """
 local now = redis.call('time')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local made = redis.call('exists', KEYS[1])
-if made == 1 then
-  redis.call('rename', KEYS[1], KEYS[3])
-  redis.call('zadd', KEYS[2], ms, ARGV[1])
-end
+local made = 0
+if redis.call('exists', KEYS[1]) == 1 then made = redis.call('renamenx', KEYS[1], KEYS[3]) end
+if made == 1 then redis.call('zadd', KEYS[2], ms, ARGV[1]) end
 return {made, redis.call('zrangebyscore', KEYS[2], '-inf', ms - tonumber(ARGV[2]))}
 """
 
@@ -57,9 +58,13 @@ def _field(row: Row) -> str:
     return f"{key}|{hour}|{outcome}|{scope}"
 
 
-def _row(field: bytes) -> Row:
-    key, hour, outcome, scope = field.decode().split("|", 3)
-    return int(key), int(hour), outcome, scope
+def _row(field: bytes) -> Row | None:
+    """The count's key a field names; None for one this version cannot read."""
+    try:
+        key, hour, outcome, scope = field.decode().split("|", 3)
+        return int(key), int(hour), outcome, scope
+    except ValueError:  # UnicodeDecodeError included
+        return None
 
 
 class SharedUsage:
@@ -94,9 +99,16 @@ class SharedUsage:
                 yield orphan.decode()
 
     def counts(self, batch: str) -> dict[Row, int]:
-        """The counts of `batch` (none: it was removed meanwhile, by a worker that wrote it)."""
-        found = self.connection.hgetall(self.prefix + batch)
-        return {_row(field): int(count) for field, count in found.items()}
+        """The counts of `batch` (none: it was removed meanwhile, by a worker that wrote it);
+        a field this version cannot read is left out, and logged."""
+        counts = {}
+        for field, count in self.connection.hgetall(self.prefix + batch).items():
+            row = _row(field)
+            if row is None or not count.isdigit():
+                log.warning("usage: a count of batch %s cannot be read, left out", batch)
+                continue
+            counts[row] = int(count)
+        return counts
 
     def remove(self, batch: str) -> None:
         """`batch`, written, gone from Redis."""
