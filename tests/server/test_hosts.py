@@ -7,7 +7,8 @@ addresses and its log's path replaced, nothing else).
 Under mixed load through nginx (uses of limited keys, creates, revocations), one host killed
 outright midway (SIGKILL to its gunicorn master and workers): every limit is exact across the
 hosts, a key revoked, disabled or narrowed is refused by every host once the change is
-answered, and every create answered 201 is there afterwards. Under steady load, each host in
+answered, every create answered 201 is there afterwards and its webhook event received, and
+every answered use is in its key's usage. Under steady load, each host in
 turn reloaded gracefully (SIGHUP to its master, as the docs say) fails no request. With the
 workers of both hosts sending webhooks to a receiver that fails each event's first two tries,
 each event is tried exactly three times, a retry delay apart, never by two workers at once.
@@ -61,6 +62,7 @@ RECIPE = PROJECT / "examples" / "hosts"
 BALANCER, *HOSTS = ("127.0.0.1:8080", "127.0.0.2:5000", "127.0.0.3:5000")
 LOG = "/var/log/nginx/api-keys.log"
 WORKERS = 2
+LEASE_SECONDS = 8  # WEBHOOK_LEASE_SECONDS
 
 pytestmark = [
     needs_postgresql,  # hosts on machines of their own share no SQLite file
@@ -235,6 +237,8 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         WEB_CONCURRENCY=str(WORKERS),
         WEBHOOK_ALLOW_PRIVATE="true",  # the webhook test's receiver is on this machine
         WEBHOOK_RETRY_DELAYS="1,1,1",  # its failed tries retried within seconds
+        # A try in flight on the host killed is taken over once its lease ends: 8 s, not 30.
+        WEBHOOK_LEASE_SECONDS=str(LEASE_SECONDS),
         PYTHONUNBUFFERED="1",
     )
     hosts: list[Host] = []
@@ -297,7 +301,7 @@ def usage_counted(cluster: Cluster, used: dict[str, list[str]], figures: Counter
         for name, keys in used.items():
             counted[name] = 0
             for key in keys:
-                path = f"/api/keys/{identifier_of(key)}.../usage"
+                path = f"/api/keys/{shown(key)}/usage"
                 status, body = cluster.request("GET", path, cluster.sdk)
                 assert status == 200, body
                 total = body["total"]
@@ -308,6 +312,23 @@ def usage_counted(cluster: Cluster, used: dict[str, list[str]], figures: Counter
         ):
             return counted
         time.sleep(1)
+
+
+def shown(key: str) -> str:
+    return f"{identifier_of(key)}..."
+
+
+def events_received(receiver, created: list[str]) -> Counter:
+    """How often each key's key.created event came (by the key's shown form), once the event
+    of every key in `created` has, or the lease of a try lost with host b and a try after it
+    have passed."""
+    deadline = time.monotonic() + LEASE_SECONDS + 20
+    while True:
+        received = Counter(json.loads(r.body)["data"]["key"]["key"] for r in receiver.received)
+        if {shown(key) for key in created} <= set(received) or time.monotonic() > deadline:
+            time.sleep(1)  # and any try of the same events still on its way
+            return Counter(json.loads(r.body)["data"]["key"]["key"] for r in receiver.received)
+        time.sleep(0.5)
 
 
 def upstreams(cluster: Cluster) -> list[list[str]]:
@@ -430,8 +451,19 @@ CREATES = 60
 
 def test_limits_revocations_and_creates_hold_across_hosts_with_one_killed(cluster):
     """Uses of limited keys, creates and revocations at once through nginx, host b killed
-    outright once a third of them is answered. (Last: it leaves one host of the cluster.)"""
+    outright once a third of them is answered, a webhook endpoint listening for the creates.
+    (Last: it leaves one host of the cluster.)"""
     logged = len(upstreams(cluster))  # the earlier test's requests
+    receiver = start_receiver()
+    try:
+        body = {"url": receiver.url, "events": ["key.created"]}
+        assert cluster.request("POST", "/api/webhooks", cluster.sdk, body)[0] == 201
+        mixed_load_with_one_host_killed(cluster, logged, receiver)
+    finally:
+        receiver.stop()
+
+
+def mixed_load_with_one_host_killed(cluster, logged: int, receiver) -> None:
     rated = cluster.made(rate_limit={"requests": RATE, "seconds": 60})
     quota = cluster.made(quota={"requests": QUOTA, "period": "day"})
     status, identity = cluster.request(
@@ -544,11 +576,18 @@ def test_limits_revocations_and_creates_hold_across_hosts_with_one_killed(cluste
     uncertain = retried + sum(figures[f"{name} not answered"] for name in used)
     counted = usage_counted(cluster, used, figures)
     figures.update({f"{name} uses counted": count for name, count in counted.items()})
+    # Webhooks: each acknowledged create's event received, a try in flight on host b when it
+    # died taken over once its lease ended (then received twice, if host b's had arrived).
+    received = events_received(receiver, created)
+    figures["events received"] = len(received)
+    figures["events received twice"] = sum(count > 1 for count in received.values())
     print("\nmany hosts, one killed:", dict(sorted(figures.items())), "served:", dict(served))
 
     assert figures["rate-limited key allowed"] <= RATE
     assert QUOTA - retried <= figures["quota key allowed"] <= QUOTA
     assert IDENTITY_QUOTA - retried <= figures["identity allowed"] <= IDENTITY_QUOTA
+    assert {shown(key) for key in created} <= set(received)
+    assert figures["events received twice"] <= WORKERS  # a sender makes one try at a time
     for name, count in counted.items():
         answered = figures[f"{name} sent"] - figures[f"{name} not answered"]
         assert answered <= count <= answered + uncertain, (name, count, answered, uncertain)
