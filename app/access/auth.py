@@ -133,15 +133,16 @@ ANY_ORGANIZATION = None
 
 def found(
     key: str,
+    generation: int | None,
     organization_id: int | None = ANY_ORGANIZATION,
     facts: bool = False,
-    generation: int | None = None,
 ) -> Holder | None:
     """The key with this full value, for a request's own key and for a key another service
     checks (introspection, which asks for its `facts`: Holder's last fields), as the rows
-    seen under the current `generation` have it (app/access/seen.py; None: as the database
-    has it now). A key of another organization than `organization_id` (when one is named) is
-    no key there: unknown, its policy untold and its use not recorded."""
+    seen under the current `generation` have it (app/access/seen.py; None, a generation
+    unknown: as the database has it now, every row dropped). Each caller names it. A key of
+    another organization than `organization_id` (when one is named) is no key there:
+    unknown, its policy untold and its use not recorded."""
     holder = seen.seen().holder(keyformat.digest(key), facts, generation)
     if holder is None or organization_id not in (ANY_ORGANIZATION, holder.caller.organization_id):
         return None
@@ -201,7 +202,7 @@ def authenticate(
     header = request.headers.get("Authorization")
     presented = credentials.presented(header, current_app.config["KEY_PREFIX"])
     valid = presented is not None and presented.scheme in schemes
-    holder = found(presented.key, organization_id, facts, generation) if valid else None
+    holder = found(presented.key, generation, organization_id, facts) if valid else None
     if holder is None:
         raise refused(door, unrecognised(header, challenge, schemes, valid))
     decided = use(holder, addresses.client_address, door, is_use)

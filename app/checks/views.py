@@ -217,7 +217,7 @@ def introspect():
     token = body["token"]
     holder = None
     if keyformat.is_presentable(token, current_app.config["KEY_PREFIX"]):
-        holder = auth.found(token, asker.organization_id, True, limits.generation())
+        holder = auth.found(token, limits.generation(), asker.organization_id, True)
     if holder is None:
         auth.checked(auth.INTROSPECTION, auth.UNAUTHORIZED)
         return INACTIVE
