@@ -266,7 +266,7 @@ def scenarios(small: Seeded, big: Seeded) -> list[Scenario]:
 
 
 # The scenarios a baseline checkout (BENCH_BASELINE) answers too, in the same rounds.
-COMPARED = ("get", "list_50", "deep_list_50", "get_big", "deep_list_50_big")
+COMPARED = ("get", "list_50", "deep_list_50", "get_big", "deep_list_50_big", "get_redis")
 BASELINE = "@baseline"
 
 
@@ -276,6 +276,8 @@ def copied(url: str) -> str:
     host counting apart, which its first start refuses (app/serving/hosts.py)."""
     path = Path(url.removeprefix("sqlite:///"))
     copy = path.with_name(f"{path.stem}{BASELINE}{path.suffix}")
+    if copy.exists():  # made for another server of the same database (service, redis)
+        return f"sqlite:///{copy}"
     source, target = sqlite3.connect(path), sqlite3.connect(copy)
     source.backup(target)
     with target:
@@ -410,7 +412,9 @@ def main() -> None:
             plan = chosen(plan, setting("SCENARIOS", ""))
             baseline = setting("BASELINE", "")
             if baseline:
-                for name in ("service", "big"):
+                for name in ("service", "big", "redis"):
+                    if name not in settings:
+                        continue
                     servers[name + BASELINE] = start(
                         name + BASELINE,
                         "wsgi:app",
