@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from datetime import datetime
 
 import pytest
 import redis
@@ -206,3 +207,21 @@ def test_the_take_run_twice_never_overwrites_its_batch(client, org, make_key):
     assert usage.shared.take_script(keys, ["twice", 60_000])[0] == 0
     assert sum(usage.shared.counts("twice").values()) == 2
     assert sum(int(n) for n in usage.shared.connection.hvals(usage.shared.usage)) == 1
+
+
+def test_a_batchs_record_is_removed_with_the_old_hours(client, org, make_key, sql):
+    key = make_key()
+    usage = usage_of(client.application)
+    use(client, key)
+    usage.flush()  # written and recorded; the first batch of the worker prunes
+    assert len(sql("SELECT id FROM usage_batches")) == 1
+    sql("UPDATE usage_batches SET written = :old", old=datetime(2000, 1, 1))
+    use(client, key)
+    usage.flush()  # pruned less than an hour ago: kept
+    assert len(sql("SELECT id FROM usage_batches WHERE written < '2001-01-01'")) == 1
+    usage.pruned -= usage_counter.PRUNE_SECONDS
+    use(client, key)
+    usage.flush()
+    assert sql("SELECT id FROM usage_batches WHERE written < '2001-01-01'") == []
+    assert len(sql("SELECT id FROM usage_batches")) == 2  # the later batches' records
+    assert counted(client, org, key) == 3
