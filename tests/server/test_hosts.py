@@ -318,17 +318,20 @@ def shown(key: str) -> str:
     return f"{identifier_of(key)}..."
 
 
+def event_keys(receiver) -> Counter:
+    """How often each key's event came, by the key's shown form."""
+    return Counter(json.loads(r.body)["data"]["key"]["key"] for r in list(receiver.received))
+
+
 def events_received(receiver, created: list[str]) -> Counter:
-    """How often each key's key.created event came (by the key's shown form), once the event
-    of every key in `created` has, or the lease of a try lost with host b and a try after it
-    have passed."""
+    """event_keys(), once the event of every key in `created` has come, or the lease of a try
+    lost with host b and a try after it have passed."""
     deadline = time.monotonic() + LEASE_SECONDS + 20
-    while True:
-        received = Counter(json.loads(r.body)["data"]["key"]["key"] for r in receiver.received)
-        if {shown(key) for key in created} <= set(received) or time.monotonic() > deadline:
-            time.sleep(1)  # and any try of the same events still on its way
-            return Counter(json.loads(r.body)["data"]["key"]["key"] for r in receiver.received)
+    expected = {shown(key) for key in created}
+    while not expected <= set(event_keys(receiver)) and time.monotonic() < deadline:
         time.sleep(0.5)
+    time.sleep(1)  # and any try of the same events still on its way
+    return event_keys(receiver)
 
 
 def upstreams(cluster: Cluster) -> list[list[str]]:
@@ -369,7 +372,7 @@ def test_each_webhook_try_is_made_once_with_two_hosts_sending(cluster):
         receiver.wait_for(EVENTS * (FAILED_TRIES + 1), timeout=90)
         time.sleep(3)  # time for a fourth try of any event, were one made
         ids = Counter(request.headers["webhook-id"] for request in receiver.received)
-        keys = {json.loads(request.body)["data"]["key"]["key"] for request in receiver.received}
+        keys = set(event_keys(receiver))
         gaps = [b - a for times in arrivals.values() for a, b in itertools.pairwise(times)]
         print(
             f"\nwebhooks: {EVENTS} events, {len(receiver.received)} tries received for "
