@@ -43,6 +43,7 @@ from tests.test_revoke import LEAKED
 PAGES = (
     "README.md",
     "docs/api.md",
+    "docs/design.md",
     "docs/operations.md",
     "docs/security.md",
     "docs/contributing.md",
