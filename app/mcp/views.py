@@ -99,7 +99,7 @@ def _runtime(app: Flask) -> Runtime:
         "MCP server",
         "One JSON-RPC message of the Model Context Protocol over Streamable HTTP: stateless "
         "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
-        "Its tools are the twins of the key operations (see docs/mcp.md). Needs an "
+        "Its tools are the twins of the key operations (`tools/list` lists them). Needs an "
         "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
         '(`WWW-Authenticate: Bearer realm="mcp"`, with `error="invalid_token"` and the '
         "detail as `error_description` for a key presented), another kind of key 403. The "
