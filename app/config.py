@@ -45,16 +45,16 @@ DEFAULTS: dict[str, Any] = {
     "RATELIMIT_PER_KEY": "6000/minute",
     "RATELIMIT_INTROSPECT": "60000/minute",
     "TRUSTED_PROXIES": 0,
-    # The MCP server at /mcp (CONTRACT.md section 13).
+    # The MCP server at /mcp (docs/design.md, "MCP").
     "MCP_ENABLED": True,
-    # GET /metrics (CONTRACT.md section 17): served, to this machine only unless
+    # GET /metrics (docs/design.md, "Metrics"): served, to this machine only unless
     # METRICS_TOKEN, which has no default, is set.
     "METRICS_ENABLED": True,
-    # Per-key usage (CONTRACT.md section 16): counted in memory, written in batches.
+    # Per-key usage (docs/design.md, "Usage"): counted in memory, written in batches.
     "USAGE_ENABLED": True,
     "USAGE_FLUSH_SECONDS": 10.0,
     "USAGE_RETENTION_DAYS": 90,
-    # Webhooks (CONTRACT.md section 22): only https to public addresses, unless allowed
+    # Webhooks (docs/design.md, "Webhooks"): only https to public addresses, unless allowed
     # otherwise for development and tests.
     "WEBHOOK_ALLOW_PRIVATE": False,
     # Each worker's sender thread, which delivers the events (app/webhooks/sender.py).

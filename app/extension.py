@@ -2,7 +2,8 @@
 in app.extensions, nothing on the extension object), the `require_scopes(*scopes)` view
 decorator and the `current_key` proxy. docs/extension.md shows it at work.
 
-It serves one organization (CONTRACT.md section 19), in one of two ways chosen by `init_app`:
+It serves one organization (docs/design.md, "The Flask extension"), in one of two ways
+chosen by `init_app`:
 - embedded, `ApiKeys(app, organization="NAME")`: the application is the service's own
   (create_app(), with the host's blueprints registered on it): the same process and
   database. A key of the named organization is authenticated exactly as the API does it

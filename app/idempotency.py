@@ -1,5 +1,5 @@
-"""Idempotent writes (CONTRACT.md section 25): a write sent with an `Idempotency-Key` and
-retried by the same caller within 24 hours answers what the first answered (its status,
+"""Idempotent writes (docs/design.md, "Idempotent writes"): a write sent with an `Idempotency-Key`
+and retried by the same caller within 24 hours answers what the first answered (its status,
 body and `Location`), without being done again.
 
 Who the caller is: the calling key, by its identifier. Another key of the same holder, a

@@ -49,7 +49,7 @@ class Seeded:
     # spent by a benchmark: what a key's own limits cost beside `reader`.
     metered: str = ""
     # Full SDK key of the same organization with those limits and an identity with them too
-    # (CONTRACT.md section 23): what a holder's limits cost beside `metered`.
+    # (docs/design.md, "Identities"): what a holder's limits cost beside `metered`.
     held: str = ""
 
 

@@ -1,6 +1,6 @@
-"""A request's client address (CONTRACT.md section 20): one judgement for the abuse limits,
-a key's allowed_ips, the audit log and /metrics; an IPv4-mapped IPv6 address is its IPv4
-address, as a client and in allowed_ips (stored in IPv4 form)."""
+"""A request's client address (docs/design.md, "Promises kept by default"): one judgement for the
+abuse limits, a key's allowed_ips, the audit log and /metrics; an IPv4-mapped IPv6 address is its
+IPv4 address, as a client and in allowed_ips (stored in IPv4 form)."""
 
 from __future__ import annotations
 

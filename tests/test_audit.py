@@ -1,4 +1,4 @@
-"""The audit log (CONTRACT.md section 10): every change recorded with its change, read by
+"""The audit log (docs/design.md, "The audit log"): every change recorded with its change, read by
 keys that hold every scope, exported by the operator; no secret in any event."""
 
 from __future__ import annotations

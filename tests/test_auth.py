@@ -1,4 +1,4 @@
-"""Authentication (contract section 2, spec section 5): who may call the key endpoints."""
+"""Authentication (docs/design.md; spec section 5): who may call the key endpoints."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The first start (contract section 7): on a database with no organization the server
-makes organization `default`, and prints its two keys once with a line saying they will not
-be shown again. Every server start runs app.bootstrap.first_start (gunicorn.conf.py);
-tests/server/ checks the same with real gunicorn workers."""
+"""The first start (docs/design.md, "Organizations and the first start"): on a database with no
+organization the server makes organization `default`, and prints its two keys once with a line
+saying they will not be shown again. Every server start runs app.bootstrap.first_start
+(gunicorn.conf.py); tests/server/ checks the same with real gunicorn workers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Never more than the caller (CONTRACT.md sections 3, 15 and 20), in rate, and for a key
+"""Never more than the caller (docs/design.md, "Promises kept by default"), in rate, and for a key
 that changes itself: a caller with a `rate_limit` gives no faster one and never none, a key
 it makes or rotates without naming one takes the caller's, and no key lifts or loosens its
 own bounds (scopes, place, time, rate), by update or rotation, over REST or MCP."""

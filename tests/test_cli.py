@@ -1,4 +1,5 @@
-"""The operator's commands (contract section 7): `flask org create` and `flask key create`.
+"""The operator's commands, `flask org create` and `flask key create` (docs/design.md,
+"Organizations and the first start").
 
 Each command runs through Flask's CLI runner on the test's database; what it prints is
 then checked over HTTP with the test client, and a refused command must leave the
@@ -12,7 +13,7 @@ import json
 import pytest
 
 from app.domain.keyformat import identifier_of
-from tests.contract import KEY_FIELDS
+from tests.key_fields import KEY_FIELDS
 from tests.printed import FULL_KEY_CANDIDATE, NOT_SHOWN_AGAIN
 
 # The scope table of the specification, in its order.

@@ -1,4 +1,4 @@
-"""Configuration from the environment (contract section 8 and docs/operations.md's table):
+"""Configuration from the environment (docs/operations.md's table):
 DATABASE_URL, KEY_PREFIX and LAST_USED_RESOLUTION override the defaults, and a value that
 makes no sense stops the service at start with a message naming what is wrong."""
 

@@ -1,5 +1,5 @@
-"""The counts every limit shares on a host (app/access/counting, CONTRACT.md section 20): one
-file that every process of the host counts in, exactly, whatever process dies."""
+"""The counts every limit shares on a host (app/access/counting; docs/design.md, "Promises kept by
+default"): one file that every process of the host counts in, exactly, whatever process dies."""
 
 from __future__ import annotations
 

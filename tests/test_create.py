@@ -1,4 +1,4 @@
-"""POST /api/keys: spec section 4 "Create" and the contract's sections 1, 4 and 5."""
+"""POST /api/keys: spec section 4 "Create" and docs/design.md, "Requests and errors"."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.contract import KEY_FIELDS
+from tests.key_fields import KEY_FIELDS
 
 # The scope table of the specification, in its order.
 SCOPE_TABLE = [

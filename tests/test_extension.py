@@ -1,5 +1,5 @@
-"""The Flask extension embedded (app/extension.py; CONTRACT.md section 11's checks, in the
-host's own views; section 19: one organization): examples/monitors.py's views in the
+"""The Flask extension embedded (app/extension.py: the service's checks in the
+host's own views, for one organization): examples/monitors.py's views in the
 service's own application, on the same database, authenticated exactly as the API does it,
 for the keys of the organization it names only."""
 

@@ -1,7 +1,7 @@
-"""/api/forward-auth, for gateways (CONTRACT.md section 11): any method, the request's own
-key (any kind) against the scopes its query names; 204 with the X-Api-Key-* headers, 401,
-403 naming the missing scopes, 422 for a scope no key can hold. tests/server/test_gateway.py
-runs it behind a real nginx."""
+"""/api/forward-auth, for gateways (docs/design.md, "Forward auth and introspection"): any
+method, the request's own key (any kind) against the scopes its query names; 204 with the
+X-Api-Key-* headers, 401, 403 naming the missing scopes, 422 for a scope no key can hold.
+tests/server/test_gateway.py runs it behind a real nginx."""
 
 from __future__ import annotations
 

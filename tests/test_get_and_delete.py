@@ -1,4 +1,4 @@
-"""Get and delete (spec section 4, contract sections 1 and 5): the three reference forms,
+"""Get and delete (spec section 4; docs/design.md, "Keys"): the three reference forms,
 404 for anything else, and a delete that revokes at once and for good."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.keyformat import identifier_of, new_key
-from tests.contract import KEY_FIELDS
+from tests.key_fields import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"
 

@@ -1,5 +1,5 @@
-"""GET /healthz (contract section 8): no authentication; 200 {"status": "ok"} when the
-database answers, 503 in the error shape when it does not."""
+"""GET /healthz (docs/design.md, "The database and health"): no authentication; 200 {"status": "ok"}
+when the database answers, 503 in the error shape when it does not."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Idempotent writes (CONTRACT.md section 25): `Idempotency-Key` on POST /api/keys,
+"""Idempotent writes (docs/design.md, "Idempotent writes"): `Idempotency-Key` on POST /api/keys,
 rotations, quota grants and POST /api/webhooks, and MCP's `idempotency_key`."""
 
 from __future__ import annotations

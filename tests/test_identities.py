@@ -1,4 +1,4 @@
-"""Identities (CONTRACT.md section 23): whoever holds keys in an organization's own terms,
+"""Identities (docs/design.md, "Identities"): whoever holds keys in an organization's own terms,
 managed by its sdk_integration keys at /api/identities and audited; every key of an
 identity spends the identity's limits as one count, all or nothing; a key of an identity
 cannot leave it nor make a key outside it; the doors name the holder."""

@@ -1,4 +1,4 @@
-"""Keys brought in and taken out (CONTRACT.md section 25): POST /api/keys/import,
+"""Keys brought in and taken out (docs/design.md, "Import and export"): POST /api/keys/import,
 `flask keys import` and `flask keys export`."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""POST /api/introspect, after RFC 7662 (CONTRACT.md section 11): a managing key asks about
-the key named by `token` (a form field, or JSON); `{"active": false}` and nothing else for
-any key that does not authenticate now; the key's facts for one that does.
+"""POST /api/introspect, after RFC 7662 (docs/design.md, "Forward auth and introspection"): a
+managing key asks about the key named by `token` (a form field, or JSON); `{"active": false}` and
+nothing else for any key that does not authenticate now; the key's facts for one that does.
 tests/server/test_introspection_client.py asks with Authlib's RFC 7662 client."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_deleted_expired_and_foreign_keys_are_inactive(client, org, other_org, m
     )
     for token in (deleted, other_org.sdk):
         assert introspect(client, org.sdk, token).json == INACTIVE
-    # the organization's own key says why (CONTRACT.md section 15)
+    # the organization's own key says why (docs/design.md, "Forward auth and introspection")
     assert introspect(client, org.sdk, expired).json == INACTIVE | {"code": "expired_key"}
 
 

@@ -1,4 +1,4 @@
-"""The key format (contract section 1): shape, randomness, checksum, SHA-256 digest, the
+"""The key format (docs/design.md, "Keys"): shape, randomness, checksum, SHA-256 digest, the
 shown form, and a configurable prefix that never breaks the keys made before."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`last_used` (contract section 2): set when a key authenticates a request, whatever the
-outcome; the first use at once, later uses at most once per LAST_USED_RESOLUTION seconds."""
+"""`last_used` (docs/design.md, "Authentication"): set when a key authenticates a request, whatever
+the outcome; the first use at once, later uses at most once per LAST_USED_RESOLUTION seconds."""
 
 from __future__ import annotations
 

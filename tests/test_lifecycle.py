@@ -1,4 +1,4 @@
-"""Expiry, lineage, rotation and the list filters (CONTRACT.md section 9)."""
+"""Expiry, lineage, rotation and the list filters (docs/design.md)."""
 
 from __future__ import annotations
 

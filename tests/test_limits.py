@@ -1,4 +1,4 @@
-"""Abuse limits (CONTRACT.md section 8): failed authentications per client address and
+"""Abuse limits (docs/design.md, "Abuse limits"): failed authentications per client address and
 requests per key, past them 429 with Retry-After in the problem shape."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Listing (spec section 4, contract section 6): the envelope, paging, order and filter."""
+"""Listing (spec section 4; docs/design.md, "Listing"): the envelope, paging, order and filter."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from app.domain.keyformat import identifier_of
 from app.keys import writes
 from app.storage import pages
-from tests.contract import KEY_FIELDS
+from tests.key_fields import KEY_FIELDS
 
 PROBLEM_JSON = "application/problem+json"
 ENVELOPE = {"page", "page_size", "total_count", "data"}

@@ -1,4 +1,4 @@
-"""Keys bound by the key that made them (CONTRACT.md section 23): a key made (created or
+"""Keys bound by the key that made them (docs/design.md, "Identities"): a key made (created or
 rotated) by a key with its own rate limit or quota spends its maker's limits as well as its
 own, at any depth, so that a holder gets no more uses from a limited key and every key made
 from it than the limited key allows; a maker deleted or rotated keeps binding."""

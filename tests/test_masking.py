@@ -1,4 +1,4 @@
-"""No piece of a key's secret in a log line, whatever surrounds the key (CONTRACT.md section 1):
+"""No piece of a key's secret in a log line, whatever surrounds the key (docs/design.md, "Keys"):
 over access-log lines drawn by hypothesis (keys of any prefix, glued to word characters, two
 or three joined, percent-escaped once or twice, whole or in part, in the path, the query or
 a logged header), no 8 consecutive characters of any key's secret part (what follows its

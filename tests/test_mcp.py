@@ -1,4 +1,4 @@
-"""The MCP server at /mcp (CONTRACT.md section 13), through Flask's test client: what comes
+"""The MCP server at /mcp (docs/design.md, "MCP"), through Flask's test client: what comes
 before the protocol (routing, authentication, limits, last_used, the body), and the tools,
 whose every answer must be the REST twin's body, refusals included (as JSON text, with no
 structured content), and whose schemas must be the OpenAPI document's. tests/server/test_mcp.py
@@ -270,7 +270,7 @@ def test_answers_are_not_stored(client, org):
         assert response.headers.getlist("Cache-Control") == ["no-store"]
 
 
-# The body, read as every JSON body is (contract section 4), before the SDK.
+# The body, read as every JSON body is (docs/design.md, "Requests and errors"), before the SDK.
 
 
 def test_a_body_not_sent_as_json_is_415(client, org):
@@ -349,7 +349,7 @@ def test_an_unknown_method_is_a_protocol_error(client, org):
 
 def test_no_error_repeats_a_key_the_request_carried(client, org):
     """A full key as a tool's name, a method, or an argument's name comes back as its shown
-    form `<identifier>...` (CONTRACT.md section 20)."""
+    form `<identifier>...` (docs/design.md, "Requests and errors")."""
     key = keyformat.new_key("ak_")[1]
     shown = keyformat.shown(keyformat.identifier_of(key))
     as_tool = rpc(client, org.sdk, "tools/call", {"name": key, "arguments": {}})
@@ -532,7 +532,7 @@ def test_create_and_update_key_set_the_expiry(client, org):
 
 
 def test_create_and_update_key_keep_within_the_organizations_policy(client, org, runner):
-    """CONTRACT.md section 21, through the same service as REST: the refusal is REST's."""
+    """The organization's policy, through the same service as REST: the refusal is REST's."""
     set_policy = ["org", "policy", "acme", "--max-key-lifetime-days", "30", "--max-keys", "3"]
     assert runner.invoke(args=set_policy).exit_code == 0
     arguments = {"name": "temp", "kind": "custom", "scopes": ["site:read"]}
@@ -858,7 +858,7 @@ def test_only_a_worker_that_serves_mcp_imports_the_sdk(tmp_path):
 
 
 def test_list_identities_and_a_key_made_in_one_show_its_holder(client, org):
-    """CONTRACT.md section 23: create_key takes `identity`, get_key shows it, and
+    """Identities (docs/design.md): create_key takes `identity`, get_key shows it, and
     list_identities reads the organization's identities, as their REST twins do."""
     made = client.post(
         "/api/identities",

@@ -1,4 +1,4 @@
-"""GET /metrics (CONTRACT.md section 17) through Flask's test client: who may read it (a
+"""GET /metrics (docs/design.md, "Metrics") through Flask's test client: who may read it (a
 loopback client as the abuse limits see it, or the METRICS_TOKEN's bearer, and nobody when
 METRICS_ENABLED is false), what each metric counts, and that no label names a key, an
 identifier or an organization. tests/server/test_metrics.py scrapes a real gunicorn."""
@@ -323,7 +323,7 @@ def test_key_checks_are_counted_by_door_and_outcome(app, client, org, make_key, 
 
 def test_the_policys_refusals_are_counted_by_their_code_at_every_door(client, org):
     """A disabled key, one used from outside its allowed_ips, one past its own rate limit
-    (CONTRACT.md section 15; at /mcp, a tool call: section 20): each door counts the
+    (docs/design.md, "Key policy"; at /mcp, a tool call): each door counts the
     policy's code."""
     policies = {
         "disabled_key": {"enabled": False},

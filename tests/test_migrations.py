@@ -1,6 +1,6 @@
-"""The schema as migrations (contract section 8): `flask --app app db upgrade` builds an
-empty database and brings an old one up to date, keeping every existing key working; the
-models match the migrations; on SQLite the CLI needs no separate step."""
+"""The schema as migrations (docs/design.md, "The database and health"): `flask --app app db
+upgrade` builds an empty database and brings an old one up to date, keeping every existing key
+working; the models match the migrations; on SQLite the CLI needs no separate step."""
 
 from __future__ import annotations
 
@@ -303,8 +303,8 @@ STORE_KEYS_AT = {
 
 
 def test_allowed_ips_stored_in_ipv4_mapped_form_are_rewritten_in_ipv4_form(app_on, new_database):
-    """0008: what 0007's service stored as it was given is what today's stores (CONTRACT.md
-    section 20); other entries and other keys are left as they were."""
+    """0008: what 0007's service stored as it was given is what today's stores (an IPv4-mapped
+    address in IPv4 form); other entries and other keys are left as they were."""
     database = new_database()
     app = app_on(database)
     stored = {

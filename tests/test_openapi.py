@@ -157,18 +157,18 @@ def test_every_error_is_a_plain_problem_naming_its_status_and_codes(document):
         "`status` 403, `code` `forbidden` or `scope_exceeds_caller` or `exceeds_caller` or "
         "`organization_policy` or `ip_not_allowed`."
     )
-    # CONTRACT.md section 15: the policy's refusals, and the headers of a key's own limit
+    # docs/design.md, "Key policy": the policy's refusals, and the headers of a key's own limit
     assert "`disabled_key`" in responses["unauthorized"]["description"]
     assert "`already_rotated`" in responses["conflict"]["description"]
     assert {"RateLimit", "RateLimit-Policy"} <= set(responses["rate_limited"]["headers"])
     assert "`quota_exceeded`" in responses["rate_limited"]["description"]
     assert {"Quota-Remaining", "Quota-Reset"} <= set(responses["rate_limited"]["headers"])
-    # CONTRACT.md section 21: the organization's policy
+    # docs/design.md, "Organization policy"
     assert "`key_limit_reached`" in responses["conflict"]["description"]
 
 
 def test_checks_document_the_policy_they_pass_on(document):
-    """Forward auth's 204 headers and introspection's answer (CONTRACT.md section 15)."""
+    """Forward auth's 204 headers and introspection's answer (docs/design.md, "Key policy")."""
     headers = document["paths"]["/api/forward-auth"]["get"]["responses"]["204"]["headers"]
     assert {"X-Api-Key-Metadata", "RateLimit", "RateLimit-Policy"} <= set(headers)
     assert {"Quota-Remaining", "Quota-Reset"} <= set(headers)
@@ -234,10 +234,10 @@ def test_operations_name_the_keys_they_need(document):
             if path == "/healthz":
                 assert operation["security"] == []
                 continue
-            if path == "/mcp":  # contract section 13: Bearer, sdk_integration keys only
+            if path == "/mcp":  # Bearer, sdk_integration keys only
                 assert operation["security"] == [{"bearerAuth": ["sdk_integration"]}]
                 continue
-            if path == "/api/revoke":  # contract section 12: holding a key is the right
+            if path == "/api/revoke":  # holding a key is the right
                 assert operation["security"] == []
                 continue
             if path.startswith(("/api/webhooks", "/api/identities")):  # sections 22, 23
@@ -245,16 +245,16 @@ def test_operations_name_the_keys_they_need(document):
                 assert roles == {"sdk_integration"}, (path, method)
                 assert "any other key gets 403" in operation["description"]
                 continue
-            if path == "/api/forward-auth":  # contract section 11: any kind of key
+            if path == "/api/forward-auth":  # any kind of key
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == set(KINDS), (path, method)
                 continue
-            if path == "/api/keys/import":  # contract section 25: sdk_integration keys
+            if path == "/api/keys/import":  # sdk_integration keys
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == {"sdk_integration"}, (path, method)
                 assert "any other: 403" in operation["description"]
                 continue
-            if path == "/api/organization":  # contract section 21: sdk_integration keys
+            if path == "/api/organization":  # sdk_integration keys
                 roles = {role for need in operation["security"] for [role] in need.values()}
                 assert roles == {"sdk_integration"}, (path, method)
                 assert "telemetry key gets 403" in operation["description"]

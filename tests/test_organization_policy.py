@@ -1,5 +1,5 @@
-"""An organization's own policy (CONTRACT.md section 21): the operator sets it with `flask org
-policy`, its sdk_integration keys read it at GET /api/organization, and every key made or
+"""An organization's own policy (docs/design.md, "Organization policy"): the operator sets it with
+`flask org policy`, its sdk_integration keys read it at GET /api/organization, and every key made or
 changed afterwards keeps within it: `max_keys` (409 `key_limit_reached`),
 `max_key_lifetime_days` (403 `organization_policy`, and the longest allowed for a key that
 names no expiry), `default_rate_limit`; `GET /api/keys?outside_policy=true` lists the keys
@@ -329,7 +329,7 @@ def test_the_policy_refusal_comes_after_the_callers_own_bounds(client, org, runn
     set_policy(runner, "acme", "--max-key-lifetime-days", "30", "--max-keys", "3")
     refused = create(client, weak, scopes=["site:write"], expires_at=None)
     assert refused.json["code"] == "scope_exceeds_caller"
-    # 403 before 409 (CONTRACT.md section 4's order).
+    # 403 before 409 (the order of refusals: docs/design.md, "Requests and errors").
     assert create(client, org.sdk, expires_at=None).json["code"] == "organization_policy"
 
 

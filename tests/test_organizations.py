@@ -1,4 +1,4 @@
-"""Organizations (spec section 1, contract section 3): a key of another organization does
+"""Organizations (spec section 1; docs/design.md, "Permissions"): a key of another organization does
 not exist for the caller, and listing and counting stay within the caller's organization."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GET / and its files (contract section 14): what the server sends, seen over HTTP. The
+"""GET / and its files (docs/design.md, "The page"): what the server sends, seen over HTTP. The
 page's behaviour in a browser is tested in tests/server/test_page.py."""
 
 from __future__ import annotations

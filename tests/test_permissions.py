@@ -1,4 +1,4 @@
-"""Permissions (contract section 3) and the order of refusals (contract section 4)."""
+"""Permissions and the order of refusals (docs/design.md, "Permissions", "Requests and errors")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A key's policy fields (CONTRACT.md section 15): enabled, allowed_ips, rate_limit,
+"""A key's policy fields (docs/design.md, "Key policy"): enabled, allowed_ips, rate_limit,
 metadata and replaced_by, stored, validated, audited, listed, copied by a rotation, and
 never more than the caller's in place and time."""
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.contract import METADATA_BYTES, metadata_of
+from tests.key_fields import METADATA_BYTES, metadata_of
 from tests.test_mcp import call, refused
 
 POLICY = {

@@ -1,4 +1,4 @@
-"""A key's policy at every door (CONTRACT.md section 15): once the key is found, expired,
+"""A key's policy at every door (docs/design.md, "Key policy"): once the key is found, expired,
 disabled, address and its own rate limit are judged in that order, then the door's scopes,
 by the REST API (Basic and Bearer), /mcp, forward auth, introspection (the checked key, its
 address from `client_ip`) and the embedded extension; the RateLimit headers of a key with
@@ -13,7 +13,7 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from app.domain.keyformat import identifier_of, new_key
-from tests.contract import METADATA_BYTES, metadata_header, metadata_of
+from tests.key_fields import METADATA_BYTES, metadata_header, metadata_of
 from tests.test_extension import make_host  # noqa: F401 (a fixture)
 from tests.test_mcp import ACCEPT, bearer, invalid_token
 
@@ -166,7 +166,7 @@ def test_a_changed_limit_counts_afresh(client, org, policy_key):
     assert client.get(FORWARD, auth=(key, "")).status_code == 204
 
 
-# /mcp: uses are tool calls (CONTRACT.md section 20); the policy refuses every message.
+# /mcp: only a tools/call is a use of the key; the policy refuses every message.
 
 INITIALIZE = {
     "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],

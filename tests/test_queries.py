@@ -23,7 +23,7 @@ def writes(seen: list[str]) -> list[str]:
 
 @pytest.fixture
 def app_config() -> dict:
-    """Usage is counted (CONTRACT.md section 16), and its thread writes nothing during a test."""
+    """Usage is counted (docs/design.md, "Usage"), and its thread writes nothing during a test."""
     return {"USAGE_ENABLED": True, "USAGE_FLUSH_SECONDS": 3600}
 
 

@@ -1,4 +1,4 @@
-"""Quotas (CONTRACT.md section 21): so many allowed uses of a key per UTC calendar period,
+"""Quotas (docs/design.md, "Quotas"): so many allowed uses of a key per UTC calendar period,
 at every door together, refused with 429 quota_exceeded past them; counted with its rate
 limit all or nothing; granted, audited, kept by a rotation's successor and by a change of
 the quota; renewed when the period ends (a clock the test moves)."""
@@ -276,7 +276,7 @@ def test_the_mcp_tools_take_and_show_the_quota(client, org):
 
 
 def test_a_caller_with_a_quota_gives_no_more_and_takes_its_own_by_default(client, org):
-    """CONTRACT.md sections 20 and 21: the same period, no more requests, never none; a key
+    """Never more than the caller, in quota: the same period, no more requests, never none; a key
     made without naming one takes the caller's, and no key loosens its own."""
     caller = key_with(client, org, quota={"requests": 10, "period": "day"})["key"]
     for quota in ({"requests": 11, "period": "day"}, {"requests": 5, "period": "week"}, None):
@@ -293,7 +293,7 @@ def test_a_caller_with_a_quota_gives_no_more_and_takes_its_own_by_default(client
 
 
 def test_at_mcp_only_tool_calls_spend_the_quota(client, org):
-    """CONTRACT.md section 20: the protocol's other messages spend none of it."""
+    """At /mcp only a tool call is a use: the protocol's other messages spend none of it."""
     quota = {"requests": 2, "period": "day"}
     key = key_with(client, org, kind="sdk_integration", scopes=[], quota=quota)
     for _ in range(3):

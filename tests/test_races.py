@@ -1,6 +1,6 @@
 """What a request does when another one changed the same row under it: each write of a key
 decides from the key as it is inside its own transaction, which holds the key locked
-(CONTRACT.md sections 3, 9 and 10), never from the view's earlier read of it."""
+(docs/design.md, "Permissions"), never from the view's earlier read of it."""
 
 from __future__ import annotations
 

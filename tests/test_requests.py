@@ -1,4 +1,4 @@
-"""Requests and responses (contract sections 4 and 5): media type, size, JSON, routing
+"""Requests and responses (docs/design.md, "Requests and errors"): media type, size, JSON, routing
 errors, the problem+json shape, the order of refusals, server faults, caching."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ NEW_KEY = {"name": "made by test", "kind": "custom", "scopes": ["monitor:read"]}
 
 
 def assert_problem(response, status: int, code: str) -> None:
-    """An error in the contract's shape, with this status and code."""
+    """An error in the problem shape, with this status and code."""
     assert response.status_code == status, response.get_data(as_text=True)
     assert response.mimetype == PROBLEM_JSON
     body = json.loads(response.get_data(as_text=True))

@@ -1,4 +1,4 @@
-"""POST /api/revoke, for leaked keys (CONTRACT.md section 12): no authentication; every
+"""POST /api/revoke, for leaked keys (docs/design.md, "Leaked keys"): no authentication; every
 listed key that exists is deleted at once and recorded as `key.revoked` by `leak-report`;
 the answer is 202 `{"received": N}` whatever the keys were."""
 

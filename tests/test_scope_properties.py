@@ -1,4 +1,4 @@
-"""Properties of the permission rules (CONTRACT.md section 3), over sequences of creates
+"""Properties of the permission rules (docs/design.md, "Permissions"), over sequences of creates
 and updates drawn by hypothesis and sent through the HTTP API to the real database:
 
 - every answer is the one the rules give (201/200, 403, 409 or 422), so that

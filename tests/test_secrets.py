@@ -1,4 +1,4 @@
-"""Keys kept secret (CONTRACT.md sections 1 and 2), in what a response and the database
+"""Keys kept secret (docs/design.md, "Keys"), in what a response and the database
 see: every answer of /api/keys, errors included, is `Cache-Control: no-store`; a key that
 fails its checksum is refused before the database is asked; an unknown key and a deleted
 key take the same path, so that no answer tells them apart."""
@@ -169,7 +169,7 @@ def test_an_unknown_and_a_deleted_key_in_the_path_are_not_found_alike(
     assert as_unknown == as_deleted
 
 
-# --- no error repeats a key its request carried (CONTRACT.md section 20) -------------------
+# --- no error repeats a key its request carried --------------------------------------------
 
 
 def assert_masked(response, key: str) -> dict:

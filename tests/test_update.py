@@ -1,4 +1,4 @@
-"""PUT /api/keys/<key>: spec section 4 "Update" and the contract's sections 1, 4 and 5."""
+"""PUT /api/keys/<key>: spec section 4 "Update" and docs/design.md, "Requests and errors"."""
 
 from __future__ import annotations
 

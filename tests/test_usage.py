@@ -1,4 +1,4 @@
-"""Per-key usage (CONTRACT.md section 16) over HTTP: each check of a key counted in memory by
+"""Per-key usage (docs/design.md, "Usage") over HTTP: each check of a key counted in memory by
 outcome and checked scope, written in batches (forced here with usage_counter.flush, or by the
 thread), and GET /api/keys/<key>/usage: the window, its buckets, totals, scopes and unused
 scopes, its validation and permissions."""
@@ -115,8 +115,8 @@ def test_a_key_let_in_then_refused_by_a_rule_is_one_refusal(client, org, make_ke
 
 
 def test_at_mcp_the_uses_are_the_tool_calls(client, org, policy_key):  # noqa: F811
-    """A host's handshake, listing and pings are no uses (CONTRACT.md section 20): the
-    usage shows the tool calls alone, the one its limit refused included."""
+    """A host's handshake, listing and pings are no uses (docs/design.md, "Promises kept by
+    default"): the usage shows the tool calls alone, the one its limit refused included."""
     key = limited_sdk_key(policy_key, 3)
     for _ in range(2):
         for message in HANDSHAKE:

@@ -1,5 +1,5 @@
-"""Usage counted in Redis where the limits count there (app/usage/shared.py, CONTRACT.md
-section 24): each use is in Redis before its answer, no worker's memory holds it, and each
+"""Usage counted in Redis where the limits count there (app/usage/shared.py, docs/design.md,
+"Many hosts"): each use is in Redis before its answer, no worker's memory holds it, and each
 batch taken from there is written once into key_usage, whoever takes it and however often:
 a writer killed before it removed its batch, two workers taking one batch at once. Redis
 silent: counted in the worker's memory as before. Needs TEST_REDIS_URL."""

@@ -1,6 +1,6 @@
-"""Each try held by one sender (CONTRACT.md sections 22 and 24): a sender claims a delivery
-right before its try, under a lease that outlasts the try, so that however slowly a receiver
-answers within the 5 s timeout no other sender sends the delivery meanwhile, and each try
+"""Each try held by one sender (docs/design.md, "Webhooks", "Many hosts"): a sender claims a
+delivery right before its try, under a lease that outlasts the try, so that however slowly a
+receiver answers within the 5 s timeout no other sender sends the delivery meanwhile, and each try
 is counted once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Delivery (CONTRACT.md section 22): at least once, retried on growing delays for more than
+"""Delivery (docs/design.md, "Webhooks"): at least once, retried on growing delays for more than
 a day with the same webhook-id, each try claimed by exactly one sender, an endpoint failing
 for 3 days disabled; expiring keys announced once each, whichever worker looks; the
 deliveries listed and retried. The clock is the tests' (tests/webhooks.py)."""
@@ -471,7 +471,7 @@ def test_finished_deliveries_are_kept_for_the_retention_then_removed(
 
 
 def test_a_used_up_quota_is_announced_once_a_period(app, client, org, receiver):
-    """key.quota_exhausted (CONTRACT.md sections 22 and 23): the use that used up a quota
+    """key.quota_exhausted (docs/design.md, "Webhooks", "Identities"): the use that used up a quota
     records it, once for its period, whichever worker served it; a grant and a new use-up in
     the same period is not announced again. The audit log has it too."""
     endpoint = make_endpoint(client, org.sdk, receiver.url, events=["key.quota_exhausted"])

@@ -1,4 +1,4 @@
-"""A disabled endpoint (CONTRACT.md section 22), by its organization or by 3 days of
+"""A disabled endpoint (docs/design.md, "Webhooks"), by its organization or by 3 days of
 failures: the events that happen meanwhile are kept for it, held, and none is sent; enabled
 again, its pending deliveries are due at once and go out in the order they happened, each
 then on the usual retries. An event held longer than WEBHOOK_RETENTION_DAYS is dropped."""

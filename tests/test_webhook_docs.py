@@ -14,7 +14,7 @@ from werkzeug.serving import make_server
 
 from app.domain.keyformat import identifier_of
 from app.webhooks import sender
-from tests.contract import KEY_FIELDS
+from tests.key_fields import KEY_FIELDS
 from tests.webhooks import deliveries, make_endpoint
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "webhooks.md"

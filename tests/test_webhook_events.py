@@ -1,4 +1,4 @@
-"""Key events for webhooks (CONTRACT.md section 22): written by the audit log's one writer
+"""Key events for webhooks (docs/design.md, "Webhooks"): written by the audit log's one writer
 in the transaction of the change, for the endpoints that take them, with the key as read,
 and signed so that the official Standard Webhooks library verifies them unchanged."""
 

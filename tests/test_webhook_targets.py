@@ -1,4 +1,4 @@
-"""Safe targets (CONTRACT.md section 22): an endpoint's URL is https to public addresses
+"""Safe targets (docs/design.md, "Webhooks"): an endpoint's URL is https to public addresses
 only, checked when it is made or changed and again before every try (a name may resolve
 elsewhere by then); WEBHOOK_ALLOW_PRIVATE=true, for development and tests, lifts it."""
 

@@ -1,4 +1,4 @@
-"""What a webhook URL may be (CONTRACT.md section 22), through POST and PUT /api/webhooks:
+"""What a webhook URL may be (docs/design.md, "Webhooks"), through POST and PUT /api/webhooks:
 one that could never be delivered (a lone surrogate, port 0) is refused with a 422 naming
 `url`, never a 500; a path or query with non-ASCII characters is percent-encoded, as
 browsers send it, and delivered; a refusal that WEBHOOK_ALLOW_PRIVATE would lift names

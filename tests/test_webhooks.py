@@ -1,4 +1,4 @@
-"""Webhook endpoints (CONTRACT.md section 22): made, read, changed, deleted and given a new
+"""Webhook endpoints (docs/design.md, "Webhooks"): made, read, changed, deleted and given a new
 secret by the organization's sdk_integration keys only, at most 20, each change audited."""
 
 from __future__ import annotations

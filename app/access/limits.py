@@ -1,4 +1,4 @@
-"""The abuse limits (CONTRACT.md section 8), counted with the `limits` library:
+"""The abuse limits (docs/design.md, "Abuse limits"), counted with the `limits` library:
 
 - failed authentications per client address (RATELIMIT_AUTH_FAILURES): once an address
   has failed that often in the period, its requests get 429 until the period ends, valid
@@ -8,7 +8,7 @@
 
 The counts live where RATELIMIT_STORAGE_URI says (app/access/counting: this host's file,
 shared by every worker, by default; Redis, shared by every host). A Redis that does not
-answer is no reason to refuse every request (CONTRACT.md section 24, "Redis down"): the rate
+answer is no reason to refuse every request (docs/design.md, "Many hosts", Redis down): the rate
 limits and abuse limits are then counted in this host's file (RATELIMIT_FALLBACK_STORAGE_URI,
 shared by its workers: at most one limit per host while it lasts), while a use that would
 spend a quota is refused with 503 `counts_unavailable`, since a quota counted afresh on each

@@ -1,4 +1,4 @@
-"""Whether a found key may be used now (CONTRACT.md sections 15 and 21): expired, disabled,
+"""Whether a found key may be used now (docs/design.md, "Key policy"): expired, disabled,
 address, its own rate limit, its quota, judged here in that order and nowhere else. Every
 door asks verdict(): authentication (the REST API, /mcp, forward auth, the embedded
 extension) through app/access/auth.py, and introspection for the key it checks; then each door
@@ -110,8 +110,8 @@ def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True)
     limit is spent here. USABLE itself for a key that may and has no limit of its own.
 
     A request that `is_use` not (a message of MCP's protocol other than tools/call,
-    CONTRACT.md section 20) is judged on all but the limit and the quota, which it neither
-    spends nor meets: USABLE when the key may be used."""
+    docs/design.md, "Promises kept by default") is judged on all but the limit and the quota, which
+    it neither spends nor meets: USABLE when the key may be used."""
     if key.expires_at is not None and key.expires_at <= utcnow():
         return Verdict(EXPIRED_KEY)
     if not key.enabled:

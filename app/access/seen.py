@@ -1,7 +1,7 @@
 """The rows of the keys this worker has seen: a check finds its key's row here, read under
-the generation that is current, instead of reading the database, while CONTRACT.md section
-2's promise holds: no row outlives a change, on any worker of any host, once the change is
-answered.
+the generation that is current, instead of reading the database, while the promise holds
+(docs/design.md, "Many hosts"): no row outlives a change, on any worker of any host, once
+the change is answered.
 
 The generation lives where the host's counts do (app/access/counting: this host's file, read
 by a load from memory; Redis across hosts, read in the round trip that counts the request's

@@ -18,7 +18,7 @@ from app.domain import bindings, periods
 from app.domain.credentials import Caller
 from app.domain.timestamps import utcnow
 
-# Where a key's own limit (CONTRACT.md section 15) and its quota (section 21) are counted,
+# Where a key's own limit (docs/design.md, "Key policy") and its quota ("Quotas") are counted,
 # beside the rates; a KeyUse's refusal names one of them.
 OWN = "key"
 QUOTA = "quota"

@@ -1,4 +1,4 @@
-"""The audit log (CONTRACT.md section 10): record() is the only writer of events. Every
+"""The audit log (docs/design.md, "The audit log"): record() is the only writer of events. Every
 writer of keys calls it inside its own transaction, before its one commit, so that no
 change is acknowledged without its event and no refused change leaves one."""
 
@@ -50,7 +50,7 @@ WEBHOOK_ACTIONS = (
     "webhook.new_secret",
     "webhook.disabled",
 )
-# An identity's changes (CONTRACT.md section 23): their target is the identity's id.
+# An identity's changes (docs/design.md, "Identities"): their target is the identity's id.
 IDENTITY_ACTIONS = (
     "identity.created",
     "identity.updated",

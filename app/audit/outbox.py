@@ -1,4 +1,4 @@
-"""The key events webhooks send (CONTRACT.md section 22), written where they happen: app/audit's
+"""The key events webhooks send (docs/design.md, "Webhooks"), written where they happen: app/audit's
 record(), the one writer of audit events, hands each event here inside the transaction of
 the change it reports, so that no event is sent for a change that did not commit and no
 committed change lacks its event. One event row (its body, fixed: every try signs and sends

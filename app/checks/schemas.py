@@ -34,7 +34,7 @@ class Introspection(Schema):
 
     token = fields.String(required=True)
     token_type_hint = fields.String()
-    # The address the checked key is used from, for its allowed_ips (CONTRACT.md section 15).
+    # The address the checked key is used from, for its allowed_ips (docs/design.md, "Key policy").
     client_ip = fields.IP(validate=_without_zone)
 
 

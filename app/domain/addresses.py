@@ -1,5 +1,5 @@
-"""A request's client address, judged in one place (CONTRACT.md section 20) for the abuse
-limits, a key's `allowed_ips`, the audit log and `/metrics`; and the one normal form of an
+"""A request's client address, judged in one place (docs/design.md, "Promises kept by default") for
+the abuse limits, a key's `allowed_ips`, the audit log and `/metrics`; and the one normal form of an
 address or network, for the client's and for `allowed_ips` alike.
 
 An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`, as a dual-stack socket shows an IPv4

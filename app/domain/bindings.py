@@ -1,4 +1,4 @@
-"""The limits that bind a key beyond its own (CONTRACT.md section 23): those of the keys
+"""The limits that bind a key beyond its own (docs/design.md, "Identities"): those of the keys
 that made it, at any depth, and its identity's. Each is a Bound: who set it (a maker or
 the identity), the counter its uses spend (a maker's lineage, as its own uses spend it;
 the identity's), and its rate limit and quota.

@@ -34,7 +34,7 @@ class Caller(NamedTuple):
     identifier: str
     kind: str
     scope_bits: int
-    # Its place and time, which no key it makes may exceed (CONTRACT.md section 15).
+    # Its place and time, which no key it makes may exceed (docs/design.md, "Key policy").
     allowed_ips: Sequence[str] = ()
     expires_at: datetime | None = None
     # The rest of its policy, which app/access/policy.py judges before each use.

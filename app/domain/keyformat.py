@@ -11,7 +11,7 @@ A key is ``<identifier><secret><checksum>``:
 The secret and checksum have a fixed length, so a key splits from its end: changing the
 prefix never breaks the keys made before.
 
-A key made elsewhere and imported (CONTRACT.md section 25) is any 16 to 256 printable ASCII
+A key made elsewhere and imported is any 16 to 256 printable ASCII
 characters: it is looked up by its digest like a native key, without a checksum to refuse it
 first (the failed-authentication limit per address is what bounds guessing). It has an
 identifier of its own, ``imported_`` and 12 random base62 characters, drawn here and never

@@ -77,7 +77,7 @@ class PageArguments(Schema):
     )
 
 
-# A rate limit's bounds (CONTRACT.md section 15).
+# A rate limit's bounds (docs/design.md, "Key policy").
 MAX_RATE_REQUESTS = 1_000_000
 MAX_RATE_SECONDS = 24 * 60 * 60
 
@@ -93,7 +93,7 @@ class RateLimit(Schema):
     )
 
 
-# An identity's external id (CONTRACT.md section 23): the organization's own id for it.
+# An identity's external id (docs/design.md, "Identities"): the organization's own id for it.
 EXTERNAL_ID_MAX_LENGTH = 255
 EXTERNAL_ID = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
 

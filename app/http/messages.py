@@ -18,8 +18,8 @@ WORDS = {
     "Not a valid mapping type.": 'Must be a JSON object, such as {"name": "value"}.',
     "Invalid type.": "Must be a JSON object.",
     "Invalid input type.": "Must be a JSON object.",
-    "Unknown field.": "Not a field this request takes: check its spelling (docs/api.md lists "
-    "each request's fields).",
+    "Unknown field.": "Not a field this request takes: check its spelling (GET /openapi.json "
+    "or its page /docs lists each request's fields).",
     "Not a valid IP address.": "Must be an IPv4 or IPv6 address, such as 203.0.113.7.",
 }
 # marshmallow's messages that carry a bound.

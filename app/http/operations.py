@@ -114,8 +114,7 @@ RATELIMIT_HEADERS = {
         "schema": {"type": "string"},
     },
     "Quota-Remaining": {
-        "description": "What is left of the key's quota in the current period, when it has "
-        "one (CONTRACT.md section 21).",
+        "description": "What is left of the key's quota in the current period, when it has one.",
         "required": False,
         "schema": {"type": "integer", "minimum": 0},
     },

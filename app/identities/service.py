@@ -1,4 +1,4 @@
-"""The rules of identities (CONTRACT.md section 23), for an organization's sdk_integration
+"""The rules of identities (docs/design.md, "Identities"), for an organization's sdk_integration
 keys: create, list, read, update, delete (not while it holds keys), each change audited.
 An identity's limits are read with each of its keys (app/storage/queries.py's holder), so
 that a change binds them at once; its counts live where the limits count."""

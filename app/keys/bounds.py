@@ -1,6 +1,6 @@
-"""Never more than the caller (CONTRACT.md sections 3, 15 and 20): what a key may give a key
-it creates, updates or rotates, itself included, of scopes, place, time, rate and quota
-(section 21).
+"""Never more than the caller (docs/design.md, "Permissions", "Key policy"): what a key may give a
+key it creates, updates or rotates, itself included, of scopes, place, time, rate and quota
+("Promises kept by default", "Quotas").
 
 Each bounded field of a key's policy is a `Bound`: where the caller has one, a value that a
 body names must lie within it (else 403 `exceeds_caller` naming the field), and a key that

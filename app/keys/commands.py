@@ -1,5 +1,5 @@
-"""The operator's `flask keys import FILE` and `flask keys export` (CONTRACT.md section 25):
-keys brought in from JSON lines, or written out as JSON lines with their digests, never a
+"""The operator's `flask keys import FILE` and `flask keys export` (docs/design.md, "Import and
+export"): keys brought in from JSON lines, or written out as JSON lines with their digests, never a
 full key. Registered with the other commands by app/cli.py."""
 
 from __future__ import annotations

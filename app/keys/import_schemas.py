@@ -1,5 +1,5 @@
-"""What POST /api/keys/import and `flask keys import` take (CONTRACT.md section 25): keys
-made elsewhere, or exported from here, each with a create's fields (schemas.py's CreateKey)
+"""What POST /api/keys/import and `flask keys import` take (docs/design.md, "Import and export"):
+keys made elsewhere, or exported from here, each with a create's fields (schemas.py's CreateKey)
 and its full key or SHA-256 digest; and what the import answers."""
 
 from __future__ import annotations

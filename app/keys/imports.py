@@ -1,6 +1,6 @@
-"""Keys brought in and taken out (CONTRACT.md section 25): an import by an organization's
-sdk_integration key (POST /api/keys/import) or by the operator (`flask keys import`), and
-the operator's export (`flask keys export`): key objects with their digests, never a key.
+"""Keys brought in and taken out (docs/design.md, "Import and export"): an import by an
+organization's sdk_integration key (POST /api/keys/import) or by the operator (`flask keys import`),
+and the operator's export (`flask keys export`): key objects with their digests, never a key.
 
 An import is all or nothing, in one transaction: every entry is judged before any is
 written (422 naming each refused entry and field, then the caller's ceiling, then 409 for a
@@ -10,8 +10,8 @@ written with its `key.imported` event under the organization's policy, as a crea
 An imported key keeps the identifier it had when it was made here (a key of this service's
 form, or an export's `identifier`) and that identifier is free; any other gets a random one
 (keyformat.new_imported_identifier), which no part of the key's secret goes into. Its
-shown form (`key` in every answer) is what CONTRACT.md section 25 says; a path names it by
-its identifier, `<identifier>...`, its full value, or its shown form while no other key of
+shown form (`key` in every answer) is what docs/design.md, "Import and export" says; a path names it
+by its identifier, `<identifier>...`, its full value, or its shown form while no other key of
 the organization is shown alike.
 """
 

@@ -58,13 +58,13 @@ UPDATABLE = frozenset(
 # A rotated key keeps working at most 30 days beside its replacement.
 MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
 NAME_MAX_LENGTH = 200
-# A key's policy (CONTRACT.md section 15).
+# A key's policy (docs/design.md, "Key policy").
 MAX_ALLOWED_IPS = 50
 MAX_METADATA_MEMBERS = 20
 METADATA_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}\Z")
 METADATA_VALUE_MAX_LENGTH = 500
 # The metadata as forward auth sends it (X-Api-Key-Metadata), so that nginx's and Caddy's
-# default header buffers carry it (CONTRACT.md section 20).
+# default header buffers carry it (docs/design.md, "Promises kept by default").
 MAX_METADATA_BYTES = 2048
 # What a name may not hold, as pattern escapes that Python's re and JSON Schema both read
 # (app/keys/json_schema.py documents the same rule from these): C0 and C1 control characters
@@ -220,7 +220,7 @@ class _Policy(Schema):
     rate_limit = fields.Nested(RateLimit, allow_none=True)
     metadata = metadata_field()
     quota = fields.Nested(Quota, allow_none=True)
-    # The identity that holds the key (CONTRACT.md section 23); null: none.
+    # The identity that holds the key (docs/design.md, "Identities"); null: none.
     identity = identity_reference(allow_none=True)
 
     @post_load

@@ -1,4 +1,4 @@
-"""The rules of the spec and the contract for a key's every change by a key: create, update,
+"""The rules of the spec and of docs/design.md for a key's every change by a key: create, update,
 rotate, delete, a leak report, a quota grant. Its reads are app/storage/queries.py's, its writes
 app/keys/writes.py's; what the operator does is app/keys/operator.py's (a use's
 `last_used` is app/access/auth.py's).
@@ -167,7 +167,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
 
 def update_key(caller: Caller, key: Key, data: dict) -> Key:
     """Rename, rescope and/or set the expiry of a key, as it is inside this transaction;
-    refusals in the contract's order (422, 403, 409)."""
+    refusals in the order docs/design.md gives (422, 403, 409)."""
     with _locked(caller, key) as key:
         if data.get("kind", key.kind) != key.kind:
             raise invalid({"kind": ["The kind of a key cannot be changed."]})
@@ -286,8 +286,8 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
     (404) or replaced (409 `already_rotated`), so that one rotation wins, whatever the
     grace. The replacement expires when the body says (null: never), else when the old key
     would have, if that is still ahead (a time-limited key never becomes permanent by a
-    routine rotation, CONTRACT.md section 9); its place, time and rate within the caller's
-    (app/keys/bounds.py)."""
+    routine rotation: docs/design.md, "Expiry, rotation and lineage"); its place, time and rate
+    within the caller's (app/keys/bounds.py)."""
     with _locked(caller, key) as key:
         held = bounds.judging(caller, key)
         bounds.require_power_over(caller, held, key)

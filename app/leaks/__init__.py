@@ -1,2 +1,2 @@
-"""Reports of leaked keys (CONTRACT.md section 12): POST /api/revoke (views.py) and what
+"""Reports of leaked keys (docs/design.md, "Leaked keys"): POST /api/revoke (views.py) and what
 it accepts (schemas.py)."""

@@ -1,4 +1,4 @@
-"""Reported leaked keys (CONTRACT.md section 12): each key of a report that exists is
+"""Reported leaked keys (docs/design.md, "Leaked keys"): each key of a report that exists is
 deleted, whoever holds it, and recorded as revoked by a leak report."""
 
 from __future__ import annotations

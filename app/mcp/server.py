@@ -1,4 +1,4 @@
-"""The MCP server (CONTRACT.md section 13) on the official SDK (PyPI `mcp`), made for one
+"""The MCP server (docs/design.md, "MCP") on the official SDK (PyPI `mcp`), made for one
 application by the worker that first serves /mcp (app/mcp/views.py): a worker that never
 does never imports the SDK and never pays its memory.
 

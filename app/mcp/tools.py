@@ -1,4 +1,4 @@
-"""The MCP server's tools (CONTRACT.md section 13). Each is the twin of the REST operation of
+"""The MCP server's tools (docs/design.md, "MCP"). Each is the twin of the REST operation of
 the same name: it loads its arguments with the same marshmallow schemas, calls the same
 service function and answers the same body, so that no rule exists twice. Its input and
 output schemas are that operation's in the OpenAPI document, which the same schemas

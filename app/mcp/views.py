@@ -1,10 +1,10 @@
-"""POST /mcp: the MCP server's endpoint (CONTRACT.md section 13). What comes before the
+"""POST /mcp: the MCP server's endpoint (docs/design.md, "MCP"). What comes before the
 protocol is the service's own, as on every endpoint, in the problem shape: routing (GET and
 DELETE, an event stream and a session's end, which a stateless server has none of, are 405
 before the SDK sees them), authentication and its abuse limits, `last_used`, the body (415,
-413, 400: a JSON object), and, for a tool call, the key's own limit and usage (CONTRACT.md
-section 20: the protocol's other messages are no use of the key). The protocol is the
-SDK's (app/mcp/server.py), made on this worker's first /mcp request."""
+413, 400: a JSON object), and, for a tool call, the key's own limit and usage (docs/design.md,
+"Promises kept by default": the protocol's other messages are no use of the key). The protocol is
+the SDK's (app/mcp/server.py), made on this worker's first /mcp request."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ if TYPE_CHECKING:  # imported on first use only: it imports the SDK
 bp = Blueprint("mcp", __name__, url_prefix="/mcp")
 
 CHALLENGE = Challenge("Bearer", "mcp")
-# The one message that is a use of the key (CONTRACT.md section 20): the protocol's others
-# (initialize, notifications, tools/list, ping, server/discover) are under the abuse
-# limits alone.
+# The one message that is a use of the key (docs/design.md, "Promises kept by default"): the
+# protocol's others (initialize, notifications, tools/list, ping, server/discover) are under the
+# abuse limits alone.
 TOOL_CALL = "tools/call"
 _BUILDING = threading.Lock()
 
@@ -99,7 +99,7 @@ def _runtime(app: Flask) -> Runtime:
         "MCP server",
         "One JSON-RPC message of the Model Context Protocol over Streamable HTTP: stateless "
         "(no session), answered in JSON, for every protocol version the `mcp` SDK serves. "
-        "Its tools are the twins of the key operations (see docs/mcp.md). Needs an "
+        "Its tools are the twins of the key operations (`tools/list` lists them). Needs an "
         "`sdk_integration` key as a Bearer token: none, another scheme, or a bad key is 401 "
         '(`WWW-Authenticate: Bearer realm="mcp"`, with `error="invalid_token"` and the '
         "detail as `error_description` for a key presented), another kind of key 403. The "

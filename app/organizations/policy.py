@@ -1,5 +1,5 @@
-"""An organization's own policy (CONTRACT.md section 21): what it is, the operator's change
-of it, and how it bounds the keys the organization's keys make or change. The key service
+"""An organization's own policy (docs/design.md, "Organization policy"): what it is, the operator's
+change of it, and how it bounds the keys the organization's keys make or change. The key service
 asks govern() once per write of a key; nothing else here writes.
 
 - `max_keys`: the most keys the organization may hold, whatever their state (expired and

@@ -1,4 +1,4 @@
-"""A key's quota (CONTRACT.md section 21): so many allowed uses per UTC calendar period
+"""A key's quota (docs/design.md, "Quotas"): so many allowed uses per UTC calendar period
 (app/domain/periods.py), counted where every limit is (app/access/counting, through
 app/access/limits.py), judged by app/access/policy.py after the rate limit; what a key object
 shows of it and the grants of more (or fewer) uses (service.py, served by

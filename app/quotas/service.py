@@ -1,6 +1,6 @@
 """A quota's count where the limits count it (app/access/limits.py), read for the key and
 identity objects and set by grants (POST /api/keys/<key>/quota, which app/keys/service.py
-audits as key.quota; CONTRACT.md section 21). What has a quota (a key, an identity) has
+audits as key.quota; docs/design.md, "Quotas"). What has a quota (a key, an identity) has
 a `counter` (the key's lineage, the identity's), `quota_requests` and `quota_period`."""
 
 from __future__ import annotations

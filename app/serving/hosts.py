@@ -1,5 +1,5 @@
-"""Every host records itself in the database (CONTRACT.md section 24, "Per-host counting is
-never silently wrong"): its id, the scheme of its limits' storage and when it was last seen,
+"""Every host records itself in the database (docs/design.md, "Many hosts": per-host counting
+is never silently wrong): its id, the scheme of its limits' storage and when it was last seen,
 written by each gunicorn worker's thread every HOSTS_HEARTBEAT_SECONDS (started by
 gunicorn.conf.py's post_worker_init, whether or not requests come, and never in a request)
 and by the first start.

@@ -1,4 +1,4 @@
-"""GET /metrics (CONTRACT.md section 17): the service's counts in Prometheus's text format,
+"""GET /metrics (docs/design.md, "Metrics"): the service's counts in Prometheus's text format,
 made by the official prometheus_client.
 
 Under gunicorn, gunicorn.conf.py gives every start a fresh, empty PROMETHEUS_MULTIPROC_DIR

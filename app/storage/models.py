@@ -25,8 +25,8 @@ from sqlalchemy.types import TypeDecorator
 from app.domain.scopes import KINDS
 from app.extensions import db
 
-# Identifiers sort in byte order (the contract's tie-break). SQLite compares bytes by
-# default; PostgreSQL needs the "C" collation, which other databases do not know.
+# Identifiers sort in byte order (the list's tie-break: docs/design.md, "Listing"). SQLite compares
+# bytes by default; PostgreSQL needs the "C" collation, which other databases do not know.
 IDENTIFIER = String(64).with_variant(String(64, collation="C"), "postgresql")
 EXTERNAL_ID = String(255).with_variant(String(255, collation="C"), "postgresql")
 
@@ -58,8 +58,8 @@ class Organization(db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created: Mapped[datetime]
-    # Its policy (CONTRACT.md section 21, app/organizations), set by the operator; None: no
-    # rule. The most keys it may hold; the most days a key may live.
+    # Its policy (docs/design.md, "Organization policy"; app/organizations), set by the operator;
+    # None: no rule. The most keys it may hold; the most days a key may live.
     max_keys: Mapped[int | None]
     max_key_lifetime_days: Mapped[int | None]
     # The rate limit of a key made without naming one; both None: none.
@@ -76,7 +76,7 @@ def new_identity_id() -> str:
 
 
 class Identity(db.Model):
-    """Whoever holds keys, in an organization's own terms (CONTRACT.md section 23): its
+    """Whoever holds keys, in an organization's own terms (docs/design.md, "Identities"): its
     limits bind every key it holds, as one count (app/identities)."""
 
     __tablename__ = "identities"
@@ -126,7 +126,7 @@ class ApiKey(db.Model):
     expires_at: Mapped[datetime | None]
     # The identifier of the key whose request made this one; None: the operator.
     created_by: Mapped[str | None] = mapped_column(String(64))
-    # Policy (CONTRACT.md section 15). A disabled key authenticates nothing.
+    # Policy (docs/design.md, "Key policy"). A disabled key authenticates nothing.
     enabled: Mapped[bool] = mapped_column(server_default=true())
     # Networks ("10.0.0.0/8", normalised) the key may be used from; []: anywhere.
     allowed_ips: Mapped[list[str]] = mapped_column(DOCUMENT, server_default=text("'[]'"))
@@ -145,7 +145,7 @@ class ApiKey(db.Model):
     quota_requests: Mapped[int | None]
     quota_period: Mapped[str | None] = mapped_column(String(10))
     quota_counter: Mapped[str | None] = mapped_column(String(64))
-    # The identity that holds the key (CONTRACT.md section 23); None: none.
+    # The identity that holds the key (docs/design.md, "Identities"); None: none.
     identity_id: Mapped[int | None] = mapped_column(ForeignKey("identities.id"))
     # The limits of the keys that made it, at any depth, which it spends beside its own
     # (app/domain/bindings.py): [counter, rate requests, rate seconds, quota requests,

@@ -1,4 +1,4 @@
-"""Per-key usage (CONTRACT.md section 16), counted without a write per request: each worker
+"""Per-key usage (docs/design.md, "Usage"), counted without a write per request: each worker
 adds every check of a key to a dictionary in its memory, (key, UTC hour, outcome, checked
 scope) -> count, and a thread of its own writes the dictionary in one batch of upserts every
 USAGE_FLUSH_SECONDS, and once more when the worker stops gracefully (gunicorn's worker_exit

@@ -1,4 +1,4 @@
-"""Usage counted in Redis where the limits count there (CONTRACT.md section 24: usage counts
+"""Usage counted in Redis where the limits count there (docs/design.md, "Many hosts": usage counts
 exact across hosts, a host killed outright included).
 
 With RATELIMIT_STORAGE_URI=redis://..., each use is added to one hash in Redis before its

@@ -1,4 +1,4 @@
-"""The blueprint of a key's usage: GET /api/keys/<key>/usage (CONTRACT.md section 16)."""
+"""The blueprint of a key's usage: GET /api/keys/<key>/usage (docs/design.md, "Usage")."""
 
 from __future__ import annotations
 

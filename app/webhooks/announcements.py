@@ -1,4 +1,4 @@
-"""What is announced (CONTRACT.md sections 22 and 23), each once, whichever worker finds it
+"""What is announced (docs/design.md, "Webhooks"), each once, whichever worker finds it
 first: key_announcements' primary key lets one transaction write it, with its audit event
 and deliveries.
 
@@ -66,7 +66,7 @@ def expiries(app: Flask) -> int:
 
 
 def quotas_used_up(caller: Caller, exhausted: Sequence[Exhausted]) -> None:
-    """The quotas the caller's use has just used up (CONTRACT.md section 23), each recorded
+    """The quotas the caller's use has just used up (docs/design.md, "Identities"), each recorded
     once a period whichever worker served the use, at the time: key.quota_exhausted for the
     key's own quota or a maker's (the key of that lineage, while one is left),
     identity.quota_exhausted for its identity's; the audit log has them, and so the

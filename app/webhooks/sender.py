@@ -1,4 +1,4 @@
-"""Delivery (CONTRACT.md section 22), by the service itself: a sender thread in each worker
+"""Delivery (docs/design.md, "Webhooks"), by the service itself: a sender thread in each worker
 looks for due tries every WEBHOOK_POLL_SECONDS (at once when its own worker has just
 written an event), and for keys whose expiry is to be announced every WEBHOOK_SCAN_SECONDS.
 

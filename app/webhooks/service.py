@@ -1,4 +1,4 @@
-"""The rules of webhook endpoints (CONTRACT.md section 22): who may manage them (an
+"""The rules of webhook endpoints (docs/design.md, "Webhooks"): who may manage them (an
 organization's sdk_integration keys), at most 20 an organization, a URL that leads to a
 public https address, the signing secret shown once and replaced with a day of overlap,
 each change in the audit log; the deliveries listed and retried. Every function takes the

@@ -1,4 +1,4 @@
-"""Where a webhook may be sent (CONTRACT.md section 22): an `https` URL whose host resolves
+"""Where a webhook may be sent (docs/design.md, "Webhooks"): an `https` URL whose host resolves
 to public addresses only, checked when an endpoint is made or changed and again before
 every try (a name's addresses may change), and the try sent to the address that was
 checked, so that a second resolution cannot swap in another. Redirects are never followed

@@ -1,4 +1,4 @@
-"""Keys that carry policy (CONTRACT.md section 15): enabled, allowed_ips, rate_limit,
+"""Keys that carry policy (docs/design.md, "Key policy"): enabled, allowed_ips, rate_limit,
 metadata, and the successor of a rotated key.
 
 Every new column of api_keys has a default that every existing key takes (enabled, usable

@@ -1,4 +1,4 @@
-"""Per-key usage (CONTRACT.md section 16): key_usage, one row per key, UTC hour, outcome
+"""Per-key usage (docs/design.md, "Usage"): key_usage, one row per key, UTC hour, outcome
 (`allowed` or the refusal's code) and checked scope ('' for the use itself) with its count.
 
 Each worker counts in memory and writes its counts in batches (app/usage): an upsert adds a

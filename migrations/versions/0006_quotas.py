@@ -1,4 +1,4 @@
-"""Quotas (CONTRACT.md section 21): a key's allowed uses per UTC calendar period.
+"""Quotas (docs/design.md, "Quotas"): a key's allowed uses per UTC calendar period.
 
 `quota_requests` and `quota_period` (both null: no quota); `quota_counter`, the identifier
 whose count the key spends (its own, or the first of its rotations': a successor takes

@@ -1,6 +1,6 @@
-"""An organization's own policy (CONTRACT.md section 21), set by the operator with `flask org
-policy`: the most keys it may hold, the longest a key may live, and the rate limit a key
-made without one gets.
+"""An organization's own policy (docs/design.md, "Organization policy"), set by the
+operator with `flask org policy`: the most keys it may hold, the longest a key may live,
+and the rate limit a key made without one gets.
 
 Each is a nullable column of organizations: NULL (every existing organization's value) is
 no rule, so existing organizations and their keys work exactly as before. ADD COLUMN needs

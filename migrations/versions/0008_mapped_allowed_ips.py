@@ -1,4 +1,4 @@
-"""IPv4-mapped entries of `allowed_ips` in their IPv4 form (CONTRACT.md section 20):
+"""IPv4-mapped entries of `allowed_ips` in their IPv4 form, as they are now stored:
 `::ffff:10.0.0.1/128` becomes `10.0.0.1/32` and `::ffff:10.0.0.0/104` becomes `10.0.0.0/8`,
 as the service now stores what it is given (app/domain/addresses.py); an entry that becomes one
 the key already lists is kept once, in its place. Keys without such an entry are not

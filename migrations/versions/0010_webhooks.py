@@ -1,4 +1,4 @@
-"""Webhooks (CONTRACT.md section 22): an organization's endpoints, the key events written
+"""Webhooks (docs/design.md, "Webhooks"): an organization's endpoints, the key events written
 for them in the transaction of each change, one delivery per event and endpoint with its
 tries, and the expiry announcements already made.
 

@@ -1,4 +1,4 @@
-"""Identities (CONTRACT.md section 23): whoever holds keys in an organization's own terms,
+"""Identities (docs/design.md, "Identities"): whoever holds keys in an organization's own terms,
 with limits that bind every key it holds; and the limits that bind a key because of the
 keys that made it.
 

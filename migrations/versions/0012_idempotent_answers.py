@@ -1,4 +1,4 @@
-"""Idempotent writes (CONTRACT.md section 25): the answers of writes sent with an
+"""Idempotent writes (docs/design.md, "Idempotent writes"): the answers of writes sent with an
 `Idempotency-Key`, kept 24 hours, sealed.
 
 A new table only: existing keys and their reads are untouched. Its primary key (`lookup`, a

@@ -1,4 +1,4 @@
-"""Keys brought in (CONTRACT.md section 25): how an imported key is shown.
+"""Keys brought in (docs/design.md, "Import and export"): how an imported key is shown.
 
 A nullable column: every key stored before is shown as it was (`<identifier>...`), and
 authenticates as before. ix_api_keys_shown serves a path that names an imported key by its

@@ -1,4 +1,4 @@
-"""Hosts (CONTRACT.md section 24): each host that serves the database, where it counts its
+"""Hosts (docs/design.md, "Many hosts"): each host that serves the database, where it counts its
 limits and when it was last seen, so that a host counting in its own file (`host://`) while
 another serves the same database is refused at start or reported.
 

@@ -1,4 +1,4 @@
-"""Usage batches (CONTRACT.md section 24, usage exact across hosts): each batch of usage
+"""Usage batches (docs/design.md, "Many hosts": usage exact across hosts): each batch of usage
 counts taken from Redis and written, recorded with its counts, so that a batch found again
 is written once.
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import pytest
 
 from app.domain import keyformat
-from tests.contract import KEY_FIELDS
+from tests.key_fields import KEY_FIELDS
 from tests.processes import BIN, PROJECT, service_env
 from tests.server.conftest import START_TIMEOUT, Server, serving
 from tests.server.test_gunicorn import sdk_key
@@ -43,6 +43,7 @@ from tests.test_revoke import LEAKED
 PAGES = (
     "README.md",
     "docs/api.md",
+    "docs/design.md",
     "docs/operations.md",
     "docs/security.md",
     "docs/contributing.md",

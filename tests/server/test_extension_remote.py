@@ -1,8 +1,8 @@
 """The Flask extension remote (app/extension.py): examples/monitors.py's views in a Flask
 application of their own, checking keys with POST /api/introspect of a real gunicorn,
 each answer kept cache_seconds, for the managing key's organization; and the embedded way
-answering another organization's key exactly as the remote way does (CONTRACT.md
-section 19)."""
+answering another organization's key exactly as the remote way does (docs/design.md,
+"The Flask extension")."""
 
 from __future__ import annotations
 

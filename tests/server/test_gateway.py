@@ -1,5 +1,5 @@
-"""Forward auth behind the real gateways the docs show (CONTRACT.md sections 11 and 19):
-Debian's nginx and Caddy run examples/gateways/nginx.conf and Caddyfile, the files
+"""Forward auth behind the real gateways the docs show (docs/design.md, "Tested with the real
+software"): Debian's nginx and Caddy run examples/gateways/nginx.conf and Caddyfile, the files
 docs/gateways.md shows byte for byte, in front of a tiny upstream that records what it
 receives, with the service under gunicorn.
 
@@ -8,9 +8,9 @@ its bound included) and never the client's key nor an X-Api-Key-* header the cli
 the client gets the service's own 401, 403 and 429, status, headers and problem+json body, as
 the service answers them, and a 502 when the service does not answer. Failed
 authentications count for the client's own address, whatever it names in X-Forwarded-For.
-Neither writes a key in its logs (CONTRACT.md section 20): they are read after every test,
-and again once the gateway has stopped. The tests share one service and one gateway of each
-kind, each with keys of its own, but where the check or its counts must be a test's own.
+Neither writes a key in its logs (docs/design.md, "Promises kept by default"): they are read after
+every test, and again once the gateway has stopped. The tests share one service and one gateway of
+each kind, each with keys of its own, but where the check or its counts must be a test's own.
 
 Needs /usr/sbin/nginx with Debian's headers-more module, and /usr/bin/caddy (or $NGINX,
 $CADDY): apt-get install nginx libnginx-mod-http-headers-more-filter caddy. Each gateway's
@@ -38,7 +38,7 @@ import pytest
 
 from app.domain import keyformat
 from app.domain.scopes import SCOPES
-from tests.contract import METADATA_BYTES, metadata_of
+from tests.key_fields import METADATA_BYTES, metadata_of
 from tests.processes import PROJECT
 from tests.server.conftest import START_TIMEOUT, Server, free_port, serving
 from tests.server.test_docs import blocks
@@ -81,7 +81,7 @@ FORGED = [
 ]
 
 # The headers of the check's answer that are the client's, not the upstream's: a key's own
-# limit and quota (CONTRACT.md section 21: an allowed answer carries the quota's).
+# limit and quota (an allowed answer carries the quota's: docs/design.md, "Quotas").
 CLIENTS = {"ratelimit", "ratelimit-policy", "quota-remaining", "quota-reset"}
 
 
@@ -133,7 +133,7 @@ class SilentCheck(Recorder):
 
 class IdentityCheck(Recorder):
     """A check that lets every request through as a key of an identity, answering as the
-    service does for one (CONTRACT.md section 23): X-Api-Key-Identity is the holder's
+    service does for one (docs/design.md, "Identities"): X-Api-Key-Identity is the holder's
     external_id, `customer 42/\u03a9%` here, percent-encoded as the organization's name is."""
 
     status = 204

@@ -1,4 +1,4 @@
-"""The service under real gunicorn workers (contract sections 2, 7 and 8): the first start
+"""The service under real gunicorn workers (docs/design.md, "Authentication"): the first start
 makes one organization however many workers race, a deleted or expired key fails on every
 worker at once, and a killed worker is replaced with the data intact. HOST may be an IPv6
 address (`HOST=::1 make run`).
@@ -156,7 +156,7 @@ def test_killed_worker_is_replaced_and_the_data_is_still_there(server, server_or
 
 def test_a_key_expires_on_every_worker_at_its_instant(server, server_org: Org):
     """Expiry set after every worker has seen the key, and a rotation's grace period: both
-    end on every worker at the instant, with 401 expired_key (CONTRACT.md section 9)."""
+    end on every worker at the instant, with 401 expired_key."""
     sdk = server_org.sdk
     body = {"name": "short-lived", "kind": "custom", "scopes": ["monitor:read"]}
     made = server.request("POST", "/api/keys", sdk, body).json()["key"]

@@ -1,7 +1,7 @@
-"""Every limit counted once per host, as `make run` serves (CONTRACT.md section 20): gunicorn
-with its default number of workers and the default storage (host://, a file every worker
-shares), no server to install. Of any number of uses of a key limited to R, sent at once or
-one after another, on new connections that any worker may take, through the REST API and
+"""Every limit counted once per host, as `make run` serves (docs/design.md, "Promises kept by
+default"): gunicorn with its default number of workers and the default storage (host://, a file
+every worker shares), no server to install. Of any number of uses of a key limited to R, sent at
+once or one after another, on new connections that any worker may take, through the REST API and
 forward auth together, exactly R pass. A storage that would count in each worker is
 refused at start, and the master process never builds the application."""
 

@@ -1,5 +1,5 @@
-"""Hosts recorded in the database (CONTRACT.md section 24, "Per-host counting is never
-silently wrong"): a second host that would count in its own file (host://) beside a host
+"""Hosts recorded in the database (docs/design.md, "Many hosts": per-host counting is never
+silently wrong): a second host that would count in its own file (host://) beside a host
 serving the same database is refused at start, naming redis://; a host counting in its own
 file that finds another host later answers /healthz 503 with the reason, sets
 api_keys_counts_apart and says so in the log."""

@@ -1,4 +1,4 @@
-"""Many hosts, one truth (CONTRACT.md section 24), with the recipe docs/operations.md shows,
+"""Many hosts, one truth (docs/design.md, "Many hosts"), with the recipe docs/operations.md shows,
 run as written: examples/hosts/host.sh starts each host (its own gunicorn of 2 workers, its
 own loopback address and instance folder), every host serving one PostgreSQL database and
 counting in one Redis, and examples/hosts/nginx.conf load-balances them round robin (its

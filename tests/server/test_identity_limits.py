@@ -1,4 +1,4 @@
-"""Limits that bind holders (CONTRACT.md section 23), served: 30 uses sent at once, spread
+"""Limits that bind holders (docs/design.md, "Identities"), served: 30 uses sent at once, spread
 over an identity's 3 keys with a quota of 5, pass exactly 5 under gunicorn's default
 number of workers counting in the host's file, and on two servers sharing one database and
 one Redis; a partner key with a quota of 3 and the keys it makes get 3 uses in all."""

@@ -1,4 +1,4 @@
-"""The MCP server (CONTRACT.md sections 13 and 19) under real gunicorn workers, driven by
+"""The MCP server (docs/design.md, "MCP") under real gunicorn workers, driven by
 the official `mcp` client: the handshake (every version the SDK serves) and server/discover
 (the 2026-07-28 version the client's default mode negotiates), every tool and every
 refusal, the authentication rules as the client meets them, 405 for GET and DELETE, a
@@ -566,8 +566,8 @@ def test_every_tool_and_a_refusal_of_each_with_the_inspector(server, org, tmp_pa
         assert refused(inspect(env, tool, **arguments)) == answer.json(), tool
 
 
-# Uses are tool calls (CONTRACT.md section 20): what a host sends around them (its
-# handshake, tools/list, the Inspector's GET) spends nothing of a key's own limit, counted
+# Uses are tool calls (docs/design.md, "Promises kept by default"): what a host sends around them
+# (its handshake, tools/list, the Inspector's GET) spends nothing of a key's own limit, counted
 # once for both workers (host://), whichever answers.
 
 LIMIT = {"requests": 3, "seconds": 60}

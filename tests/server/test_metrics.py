@@ -1,4 +1,4 @@
-"""GET /metrics under a real gunicorn (CONTRACT.md section 17): whichever worker answers a
+"""GET /metrics under a real gunicorn (docs/design.md, "Metrics"): whichever worker answers a
 scrape, it holds every worker's counts, a worker killed with SIGKILL included; promtool
 finds nothing to say of a real scrape; a real Prometheus, run with the scrape
 configurations docs/metrics.md shows (examples/prometheus*.yml), scrapes the service and

@@ -1,5 +1,5 @@
-"""An organization's `max_keys` (CONTRACT.md section 21) under concurrent creates, through a
-real gunicorn with several workers: never one key past it. Each create decides inside its
+"""An organization's `max_keys` (docs/design.md, "Organization policy") under concurrent creates,
+through a real gunicorn with several workers: never one key past it. Each create decides inside its
 own write transaction, the organization's row locked (PostgreSQL) or the database's write
 lock held (SQLite), so that of 20 creates sent at once into room for 10 exactly 10 are made
 and the others answer 409 `key_limit_reached`.

@@ -1,4 +1,4 @@
-"""The page at / in a real Chromium, on a real gunicorn (contract sections 14 and 18): a
+"""The page at / in a real Chromium, on a real gunicorn (docs/design.md, "The page"): a
 person manages the keys with nothing but a key, finding every control by its role and
 accessible name, with the mouse or the keyboard alone, from 360 to 1400 px wide, every view
 passing axe-core's WCAG 2 A and AA rules.
@@ -349,8 +349,8 @@ def test_create_shows_the_full_key_once_with_a_copy_button(tab, server, org, scr
 
 
 def test_the_organizations_policy_says_in_words_what_it_refused(tab, server, org):
-    """CONTRACT.md section 21: an expiry beyond the organization's lifetime, then a key past
-    its max_keys, each refused with a sentence naming the rule and its bound."""
+    """Organization policy (docs/design.md): an expiry beyond the organization's lifetime, then a
+    key past its max_keys, each refused with a sentence naming the rule and its bound."""
     server.flask("org", "policy", org.name, "--max-key-lifetime-days", "30", "--max-keys", "3")
     page = tab.page
     use_key(page, org.sdk)
@@ -918,7 +918,7 @@ def test_swagger_ui_renders_the_document_offline_without_a_console_error(tab):
     expect(page.get_by_text("Problem", exact=True).first).to_be_attached()
 
 
-# --- people's rough edges (contract sections 14 and 18) ---------------------------------------
+# --- people's rough edges (docs/design.md, "The page") ----------------------------------------
 
 
 def test_a_mistyped_incomplete_shown_or_unknown_key_says_so(tab, server, org):
@@ -1085,9 +1085,9 @@ def test_deleting_the_key_in_use_warns_first_and_says_so_after(tab, server, org,
 
 
 def test_controls_fit_the_key_in_use(tab, server, org, screenshots):
-    """What the key in use can never do is offered disabled, saying why (contract section 3:
-    no key alters a key holding scopes it lacks, nor makes a key beyond its own scopes; and
-    section 15: a key that expires makes none that outlives it)."""
+    """What the key in use can never do is offered disabled, saying why (docs/design.md,
+    "Permissions": no key alters a key holding scopes it lacks, nor makes a key beyond its own
+    scopes; and "Key policy": a key that expires makes none that outlives it)."""
     ends = "2035-05-06T07:08:00Z"
     mine = make_key(server, org.sdk, "Monitors", ["monitor:read", "monitor:write"], expires_at=ends)
     make_key(server, org.sdk, "Reader", ["monitor:read"])
@@ -1415,7 +1415,7 @@ def test_every_view_passes_axe_cores_wcag_2_a_and_aa_rules(tab, server, org, siz
     assert violations == {}
 
 
-# --- a key's policy, the filters and the audit log (contract sections 15, 10 and 18) ----------
+# --- a key's policy, the filters and the audit log --------------------------------------------
 
 
 def sent_bodies(page: Page, method: str) -> list[dict]:
@@ -1611,7 +1611,7 @@ def test_policy_errors_land_under_their_inputs_by_their_labels(tab, server, org)
 
 
 def test_what_exceeds_the_key_in_use_is_said_at_its_input(tab, server, org):
-    """403 exceeds_caller (contract section 15) names allowed_ips or expires_at: the alert
+    """403 exceeds_caller (docs/design.md, "Key policy") names allowed_ips or expires_at: the alert
     says the API's detail once, and the input it concerns is marked and described by it."""
     mine = make_key(
         server,
@@ -1948,7 +1948,7 @@ def test_the_audit_log_is_offered_only_to_a_key_holding_every_scope(tab, server,
     expect(audit).to_have_accessible_description("")
 
 
-# --- usage (contract sections 16 and 18) ------------------------------------------------------
+# --- usage ------------------------------------------------------------------------------------
 
 
 def use(server: Server, key: str, allowed: int, refused: int = 0) -> None:
@@ -2258,7 +2258,7 @@ def test_the_list_fits_its_columns_at_1400_pixels(tab, server, org, screenshots)
     expect(sdk.get_by_role("listitem").first).to_be_hidden()
 
 
-# --- webhooks (contract section 22) -----------------------------------------------------------
+# --- webhooks ---------------------------------------------------------------------------------
 
 
 def wait_for_delivery(server: Server, key: str, endpoint: str, **wanted) -> dict:
@@ -2437,7 +2437,7 @@ def test_webhooks_view_passes_axe_wcag_2_a_and_aa(tab, server, org, size):
         receiver.stop()
 
 
-# --- quotas (contract section 21) ---------------------------------------------------------------
+# --- quotas -------------------------------------------------------------------------------------
 
 
 def test_create_and_edit_set_a_quota_and_the_list_says_what_is_left(tab, server, org, screenshots):
@@ -2676,7 +2676,7 @@ def test_a_key_in_use_past_its_quota_says_so_in_words(tab, server, org):
     assert read_key(server, org.sdk, identifier(mine["key"]))["quota_remaining"] == 0
 
 
-# --- identities (contract section 23) and import (section 25) ---------------------------------
+# --- identities and import --------------------------------------------------------------------
 
 
 def identity_row(page: Page, external_id: str):

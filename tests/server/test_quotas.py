@@ -1,4 +1,4 @@
-"""Quotas through real gunicorn servers (CONTRACT.md section 21): exact for uses sent at
+"""Quotas through real gunicorn servers (docs/design.md, "Quotas"): exact for uses sent at
 once to every worker of a host, and to two hosts sharing Redis; the same count after a
 worker is killed and after the service restarts."""
 

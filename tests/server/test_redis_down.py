@@ -1,4 +1,4 @@
-"""A Redis that stops answering (CONTRACT.md section 24, "Redis down"), with a Redis of the
+"""A Redis that stops answering (docs/design.md, "Many hosts": Redis down), with a Redis of the
 test's own (paused with SIGSTOP, killed with SIGKILL and started again on its port): under
 gunicorn with several workers, a use that would spend a quota is refused with 503
 `counts_unavailable`, never allowed; a key's rate limit holds across all the workers of the

@@ -125,7 +125,7 @@ def test_hostile_requests_leave_the_per_key_count_shared_in_redis(start_server, 
 
 @needs_redis
 def test_a_keys_own_rate_limit_is_one_count_in_redis_for_two_servers(start_server, redis_prefix):
-    """A key's own rate_limit (CONTRACT.md section 15) is counted in the limits' storage:
+    """A key's own rate_limit (docs/design.md, "Key policy") is counted in the limits' storage:
     three uses a minute in all, whichever server and worker answers, every door together."""
     env = limits_env(TEST_REDIS_URL, redis_prefix) | {"RATELIMIT_PER_KEY": "1000/minute"}
     first = start_server(workers=2, env=env)

@@ -1,4 +1,4 @@
-"""Per-key usage under a real gunicorn (CONTRACT.md section 16): several workers answer a
+"""Per-key usage under a real gunicorn (docs/design.md, "Usage"): several workers answer a
 steady load of forward-auth checks of one key; one is killed with SIGKILL mid-run, then the
 server stops gracefully. The usage endpoint's total then lacks at most what the killed
 worker answered in its last flush window: every other worker's counts are exact.

@@ -1,4 +1,4 @@
-"""Webhooks delivered by the workers of a real gunicorn (CONTRACT.md section 22): a worker
+"""Webhooks delivered by the workers of a real gunicorn (docs/design.md, "Webhooks"): a worker
 killed with SIGKILL mid-delivery and a restart of the whole service lose no event, and under
 load (a few hundred changes while the receiver fails for a while) every event arrives, each
 verified by the official Standard Webhooks library; the figures are printed."""

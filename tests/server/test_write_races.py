@@ -1,6 +1,6 @@
-"""Two writes of one key at once, under real gunicorn workers (CONTRACT.md sections 3, 9
-and 10): each write judges the key as it is inside its own transaction, so that every
-outcome is one that some serial order of the two requests gives.
+"""Two writes of one key at once, under real gunicorn workers (docs/design.md, "Permissions"
+and "Expiry, rotation and lineage"): each write judges the key as it is inside its own
+transaction, so that every outcome is one that some serial order of the two requests gives.
 
 A race runs TRIALS times, each on a key of its own; the two requests leave together (a
 barrier), each on its own connection, so that two workers answer them.
@@ -109,7 +109,7 @@ def test_a_rotation_racing_a_narrowing_never_gives_back_the_removed_scopes(serve
 @pytest.mark.parametrize("verb", ["DELETE", "rotate"])
 def test_a_weak_key_never_ends_a_key_just_made_more_powerful_than_itself(server, admin, verb):
     """A key with site:read deletes (or rotates) a key with site:read, while the admin key
-    widens that key to site:read and site:write (CONTRACT.md section 3: a key cannot revoke
+    widens that key to site:read and site:write (docs/design.md, "Permissions": a key cannot revoke
     a more powerful key). Serial orders: widen then end (200, 403: the key stays, widened),
     or end then widen (204 or 201, then 404: the key is gone)."""
     weak = make(server, admin, "weak", WEAK)
@@ -167,7 +167,7 @@ ROTATION_TRIALS = 12
 
 
 def test_of_concurrent_rotations_of_one_key_exactly_one_wins(server, admin):
-    """CONTRACT.md section 15: eight rotations of one key with a grace period (the key
+    """Rotation wins once (docs/design.md): eight rotations of one key with a grace period (the key
     lives on an hour, so nothing but `replaced_by` stops a second rotation) give one 201
     and seven 409 `already_rotated` naming the one successor, and the key's `replaced_by`
     is that successor."""

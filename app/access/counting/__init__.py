@@ -1,5 +1,5 @@
-"""Where every limit is counted (CONTRACT.md section 20): the abuse limits, a key's own
-rate limit and, for the same reasons, anything else that must hold across workers.
+"""Where every limit is counted (docs/design.md, "Promises kept by default"): the abuse limits, a
+key's own rate limit and, for the same reasons, anything else that must hold across workers.
 
 - `host://` (the default): a table in a memory-mapped file that every worker of this host
   opens, so that a key limited to R uses gets R across all of them, with no server to
@@ -72,8 +72,8 @@ return {refused, counts, ends}
 
 def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
     """One use counted by every counter, or by none when one of them has no use left in
-    its window (CONTRACT.md section 20, all or nothing): a key's own rate limit and its
-    quota, one decision under one lock (one script in Redis). Another storage of `limits`
+    its window (docs/design.md, "Promises kept by default": all or nothing): a key's own rate limit
+    and its quota, one decision under one lock (one script in Redis). Another storage of `limits`
     (a Redis cluster included) is asked counter by counter, which is exact for each but
     not all or nothing."""
     if isinstance(counts, HostCounts | MemoryCounts):

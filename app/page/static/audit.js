@@ -1,5 +1,5 @@
-// The audit log (contract section 10): the organization's events, newest first, paged and
-// filtered by action as the API does, each change said as "Name: a → b" and every detail in
+// The audit log (docs/design.md, "The audit log"): the organization's events, newest first, paged
+// and filtered by action as the API does, each change said as "Name: a → b" and every detail in
 // words ("Quota: 2 a day", "1 use granted: 0 left before, 1 after"), a webhook endpoint by
 // its URL. A view of its own, in place of the list of keys; only a key holding every scope
 // may read it.

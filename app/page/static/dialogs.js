@@ -131,7 +131,7 @@ export function expiryOf(input) {
 }
 
 /** What an empty expiry input means (written into its hint), and whether its No expiry
- * button may be used: not when the key in use expires (contract section 15). */
+ * button may be used: not when the key in use expires (docs/design.md, "Key policy"). */
 export function expiryRule(input, rule, noExpiryAllowed) {
   const hint = $(`${input.id}-hint`);
   hint.querySelector(".rule").textContent = rule;

@@ -1,4 +1,4 @@
-// Identities (contract section 23): whoever holds keys, in the organization's own terms.
+// Identities (docs/design.md, "Identities"): whoever holds keys, in the organization's own terms.
 // A view of its own, in place of the list of keys: the identities with their limits in
 // words, made, edited and deleted in dialogs, and one identity's keys and usage. Only an
 // sdk_integration key may manage them, as the API says.

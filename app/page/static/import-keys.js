@@ -1,5 +1,5 @@
-// Import (contract section 25): a file of JSON lines, one key object a line as `flask keys
-// export` writes, read and judged line by line in the browser, shown before anything is
+// Import (docs/design.md, "Import and export"): a file of JSON lines, one key object a line as
+// `flask keys export` writes, read and judged line by line in the browser, shown before anything is
 // sent, then sent as one POST /api/keys/import, all or nothing. The API's refusals name
 // entries as `keys[3].kind`: the page says them by the file's lines.
 

@@ -47,7 +47,7 @@ form.fields = new Fields($("key-dialog-error"), {
   ...policyFields,
 });
 
-/** What the Allowed IPs input may hold, by the key in use's own (contract section 15). */
+/** What the Allowed IPs input may hold, by the key in use's own (docs/design.md, "Key policy"). */
 function ipRule(creating) {
   const own = session.self.allowed_ips;
   if (!own.length) {
@@ -59,7 +59,7 @@ function ipRule(creating) {
     : `${where}: any address given must lie inside them, and empty is refused.`;
 }
 
-/** What the quota inputs may hold, by the key in use's own quota (contract section 21). */
+/** What the quota inputs may hold, by the key in use's own quota (docs/design.md, "Quotas"). */
 function quotaRule(creating) {
   const own = session.self.quota;
   if (!own) {

@@ -1,4 +1,4 @@
-// Narrow scopes (contract section 18): from a key's usage, Edit with the scopes no check
+// Narrow scopes (docs/design.md, "The page"): from a key's usage, Edit with the scopes no check
 // named unchecked; saved, back to the key's usage, which says what changed. A module of its
 // own, so that the usage view and the key dialogs do not import each other (the page's
 // modules import in one direction: tests/test_page_modules.py checks there is no cycle).

@@ -1,5 +1,5 @@
-// A key's policy in the create and edit form (contract sections 15 and 21): Enabled, Allowed
-// IPs (one per line), a rate limit of Requests per seconds, a quota of Quota requests per
+// A key's policy in the create and edit form (docs/design.md, "Key policy" and "Quotas"): Enabled,
+// Allowed IPs (one per line), a rate limit of Requests per seconds, a quota of Quota requests per
 // Quota period, and metadata rows of a name and a value.
 // Read into the API's fields; the API's refusals of them put back beside the line, input or
 // row they concern, in the form's own terms.

@@ -1,4 +1,4 @@
-// A key's quota (contract section 21) in words, the same for eyes and screen readers: what
+// A key's quota (docs/design.md, "Quotas") in words, the same for eyes and screen readers: what
 // it allows ("100 a day") and what is left of it ("37 of 100 uses left today").
 
 const number = (count) => count.toLocaleString();

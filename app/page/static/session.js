@@ -13,7 +13,7 @@ export const storeKey = (key) => sessionStorage.setItem(STORE, key);
 export const forgetKey = () => sessionStorage.removeItem(STORE);
 
 /** The scopes of `scopes` that the key in use lacks: what it can never grant or touch
- * (contract section 3). */
+ * (docs/design.md, "Permissions"). */
 export const lacking = (scopes) => scopes.filter((scope) => !session.self.scopes.includes(scope));
 
 /** When the key in use expires, as people read it; null: never. */

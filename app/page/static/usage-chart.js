@@ -1,4 +1,4 @@
-// A key's usage (contract section 16): read a few at a time, and drawn as an SVG chart whose
+// A key's usage (docs/design.md, "Usage"): read a few at a time, and drawn as an SVG chart whose
 // text alternative says the total. Allowed uses stand above the line and refused ones hang
 // below it, so that they differ by place, not by colour alone.
 

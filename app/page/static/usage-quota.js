@@ -1,4 +1,4 @@
-// A key's quota in its usage view (contract section 21): what is left of it and when the
+// A key's quota in its usage view (docs/design.md, "Quotas"): what is left of it and when the
 // period renews, and a small form that grants uses (POST /api/keys/<key>/quota: `add` more
 // uses, or `set_remaining`), offered when the key in use may edit the key.
 

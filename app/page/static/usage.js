@@ -1,4 +1,4 @@
-// A key's usage (contract sections 16 and 18): its last 30 days by day, the scopes its
+// A key's usage (docs/design.md, "Usage" and "The page"): its last 30 days by day, the scopes its
 // checks named and those none named, and whether Narrow scopes (narrow.js) can edit the key
 // down to the ones in use. A view of its own, in place of the list of keys.
 

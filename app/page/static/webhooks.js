@@ -1,4 +1,4 @@
-// Webhooks (contract section 22): the organization's endpoints, the events each takes, and
+// Webhooks (docs/design.md, "Webhooks"): the organization's endpoints, the events each takes, and
 // an endpoint's recent deliveries with a retry. A view of its own, in place of the list of
 // keys; only an sdk_integration key may manage webhooks, as the API says.
 

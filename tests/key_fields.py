@@ -1,5 +1,5 @@
-"""What CONTRACT.md fixes and many tests check: the fields of a key object, in its order,
-and the bound of its metadata."""
+"""What many tests check of a key object: its fields, in their order (docs/api.md,
+"Responses"), and the bound of its metadata."""
 
 import json
 
@@ -30,7 +30,7 @@ METADATA_BYTES = 2048
 
 
 def metadata_header(metadata: dict[str, str]) -> str:
-    """X-Api-Key-Metadata's value for `metadata`, written here as CONTRACT.md says it."""
+    """X-Api-Key-Metadata's value for `metadata`, written here as docs/api.md says it."""
     return json.dumps(metadata, separators=(",", ":"), ensure_ascii=True)
 
 
