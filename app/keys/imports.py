@@ -114,7 +114,7 @@ def _judged(entries: list[dict]) -> list[Imported]:
         _entry(index): [
             "This key is already known to the service."
             if key.digest in known
-            else f"Its identifier {key.identifier} already names another key."
+            else f"Its identifier {key.identifier} names, or named, another key."
         ]
         for index, key in enumerate(made)
         if key.digest in known or key.identifier in taken

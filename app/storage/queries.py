@@ -26,13 +26,14 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    union_all,
 )
 
 from app.domain import bindings
 from app.domain.credentials import NO_METADATA, Caller, Identity
 from app.domain.timestamps import as_shown
 from app.extensions import db
-from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization
+from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization, RetiredKey
 from app.storage.models import Identity as IdentityRow
 from app.storage.reads import Read
 
@@ -118,6 +119,7 @@ METADATA = KeyMetadata.__table__
 COUNTED = KeyCount.__table__
 _ORGANIZATIONS = Organization.__table__
 _IDENTITIES = IdentityRow.__table__
+_RETIRED = RetiredKey.__table__
 # A key's row and its identity's, if any.
 _WITH_IDENTITY = KEYS.outerjoin(_IDENTITIES, _IDENTITIES.c.id == KEYS.c.identity_id)
 # What a key shows of its identity, and what binds it of the identity's limits.
@@ -290,14 +292,20 @@ def keys_shown(organization_id: int, shown: str) -> list[Key]:
 
 
 def known_digests(digests: Sequence[bytes]) -> set[bytes]:
-    """Those of `digests` that a key of any organization has."""
-    query = select(KEYS.c.digest).where(KEYS.c.digest.in_(digests))
+    """Those of `digests` that a key of any organization has or had (a retired key's)."""
+    query = union_all(
+        select(KEYS.c.digest).where(KEYS.c.digest.in_(digests)),
+        select(_RETIRED.c.digest).where(_RETIRED.c.digest.in_(digests)),
+    )
     return {bytes(digest) for digest in db.session.scalars(query)}
 
 
 def known_identifiers(identifiers: Sequence[str]) -> set[str]:
-    """Those of `identifiers` that a key of any organization has."""
-    query = select(KEYS.c.identifier).where(KEYS.c.identifier.in_(identifiers))
+    """Those of `identifiers` that a key of any organization has or had (a retired key's)."""
+    query = union_all(
+        select(KEYS.c.identifier).where(KEYS.c.identifier.in_(identifiers)),
+        select(_RETIRED.c.identifier).where(_RETIRED.c.identifier.in_(identifiers)),
+    )
     return set(db.session.scalars(query))
 
 
