@@ -45,14 +45,14 @@ def rotated(client, org) -> tuple[str, str, str]:
     return identifier, idempotency_key, first.json["key"]
 
 
-def _taken_by(identifier: str) -> list[dict]:
-    return [
-        {"key": native_form(identifier)},
-        {
-            "key_sha256": hashlib.sha256(b"any key at all 0123").hexdigest(),
-            "identifier": identifier,
-        },
-    ]
+FOREIGN = "any key at all 0123"
+
+
+def _taken_by(identifier: str) -> list[tuple[dict, str]]:
+    """Import entries that would give `identifier` to a key, each with the key it brings."""
+    forged = native_form(identifier)
+    by_digest = {"key_sha256": hashlib.sha256(FOREIGN.encode()).hexdigest()}
+    return [({"key": forged}, forged), (by_digest | {"identifier": identifier}, FOREIGN)]
 
 
 @pytest.mark.parametrize("how", ["native form", "digest and identifier"])
@@ -62,22 +62,21 @@ def test_another_organization_cannot_take_a_rotated_out_identifier(
     """The attack: org B imports a key under A's old identifier, then sends A's rotation
     with A's Idempotency-Key. The import is refused, and nothing of A's comes back."""
     identifier, idempotency_key, successor = rotated
-    entry = _taken_by(identifier)[how == "digest and identifier"]
+    entry, brought = _taken_by(identifier)[how == "digest and identifier"]
     imported = bring(client, other_org.sdk, entry)
     assert imported.status_code == 409, imported.json
     assert imported.json["code"] == "key_exists"
     assert list(imported.json["errors"]) == ["keys[0]"]
-    if "key" in entry:  # nothing came in: the forged key authenticates nothing
-        replay = rotate(client, entry["key"], identifier, idempotency_key)
-        assert replay.status_code == 401
-        assert successor not in replay.get_data(as_text=True)
+    replay = rotate(client, brought, identifier, idempotency_key)
+    assert replay.status_code == 401  # nothing came in
+    assert successor not in replay.get_data(as_text=True)
 
 
 def test_the_same_organization_cannot_take_a_deleted_keys_identifier(client, org, make_key):
     doomed = make_key("custom", ["monitor:read"])
     identifier = keyformat.identifier_of(doomed)
     assert client.delete(f"/api/keys/{identifier}", auth=(org.sdk, "")).status_code == 204
-    for entry in _taken_by(identifier):
+    for entry, _ in _taken_by(identifier):
         imported = bring(client, org.sdk, entry)
         assert imported.status_code == 409, imported.json
         assert imported.json["code"] == "key_exists"
