@@ -132,14 +132,14 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     held = bounds.held_by(caller)
     bounds.require_scopes(caller, held, data["scope_bits"])
     bounds.require_within(held, data)
-    identity = bounds.identity_of_made(caller, data)
-    bound_by = bounds.binding_of_made(caller, "")
     try:
+        identity = bounds.identity_of_made(caller, data)
+        bound_by = bounds.binding_of_made(caller, "")
         governed = organization_policy.govern(
             caller.organization_id, data, organization_policy.CREATE, caller.expires_at
         )
     except BaseException:
-        db.session.rollback()  # the organization's lock, taken for the count
+        db.session.rollback()  # the identity's lock, and the organization's for the count
         raise
     named = {
         "expires_at": data.get("expires_at", governed.expires_at),

@@ -242,17 +242,25 @@ class HeldBy(NamedTuple):
 _IDENTITY_REFERENCE = select(_IDENTITIES.c.id, *_IDENTITY_SHOWN).where(
     _IDENTITIES.c.organization_id == bindparam("organization_id")
 )
-_IDENTITY_NAMED = (
-    Read(_IDENTITY_REFERENCE.where(_IDENTITIES.c.public_id == bindparam("reference"))),
-    Read(_IDENTITY_REFERENCE.where(_IDENTITIES.c.external_id == bindparam("reference"))),
+_NAMED_BY = (
+    _IDENTITY_REFERENCE.where(_IDENTITIES.c.public_id == bindparam("reference")),
+    _IDENTITY_REFERENCE.where(_IDENTITIES.c.external_id == bindparam("reference")),
+)
+_IDENTITY_NAMED = tuple(Read(statement) for statement in _NAMED_BY)
+_IDENTITY_HELD = tuple(
+    statement.with_for_update(read=True, key_share=True) for statement in _NAMED_BY
 )
 
 
-def identity_named(organization_id: int, reference: str) -> HeldBy | None:
-    """The organization's identity whose id is `reference`, or else whose external id is."""
+def identity_named(organization_id: int, reference: str, lock: bool = False) -> HeldBy | None:
+    """The organization's identity whose id is `reference`, or else whose external id is.
+    `lock`: read in db.session's write transaction (writing()) and held there until it
+    ends, for a key about to be written with it: PostgreSQL's FOR KEY SHARE, which the
+    identity's delete (FOR UPDATE) waits for, and which waits for a delete under way, then
+    finds nothing; on SQLite, the write lock, taken before the read."""
     parameters = {"organization_id": organization_id, "reference": reference}
-    for read in _IDENTITY_NAMED:
-        row = read.first(parameters)
+    for read, held in zip(_IDENTITY_NAMED, _IDENTITY_HELD, strict=True):
+        row = writing().execute(held, parameters).first() if lock else read.first(parameters)
         if row is not None:
             return HeldBy(row[0], Identity(row[1], row[2]))
     return None
