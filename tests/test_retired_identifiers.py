@@ -154,3 +154,16 @@ def test_a_new_key_never_gets_a_retired_identifier(app, org, make_key, monkeypat
     made = client.post("/api/keys", json=body, auth=(org.sdk, ""))
     assert made.status_code == 201, made.json
     assert keyformat.identifier_of(made.json["key"]) != retired
+
+
+def test_a_deleted_keys_digest_is_not_brought_back(client, org, other_org):
+    """A foreign key imported, then deleted, comes in again under no identifier, in no
+    organization: its digest is retired with it."""
+    foreign = "sk_live_" + "q" * 24
+    first = bring(client, org.sdk, {"key": foreign})
+    assert first.status_code == 201, first.json
+    assert client.delete(f"/api/keys/{foreign}", auth=(org.sdk, "")).status_code == 204
+    for caller in (org.sdk, other_org.sdk):
+        again = bring(client, caller, {"key": foreign})
+        assert again.status_code == 409, again.json
+        assert again.json["errors"] == {"keys[0]": ["This key is already known to the service."]}
