@@ -2,7 +2,10 @@
 and retried by the same caller within 24 hours answers what the first answered (its status,
 body and `Location`), without being done again.
 
-Who the caller is: the calling key, by its identifier. Another key of the same holder, a
+Who the caller is: the calling key's own row, by its organization, its row's id and its
+identifier, which no other key is ever given (app/keys/writes.py keeps a retired key's):
+no key of another organization, nor another key of the same one, nor a key made later
+under a name once used, derives the same lookup. Another key of the same holder, a
 rotation's successor included, is another caller: its retry is a new request.
 
 What decides which request is the first: the primary key of models.IdempotentAnswer,
@@ -104,15 +107,17 @@ class _Secrets(NamedTuple):
 
 def _secrets(caller: Caller, idempotency_key: str) -> _Secrets:
     """Three keys from one HKDF-SHA256 of the Idempotency-Key, salted with the caller's
-    identifier: the row's lookup, the answer's AES-GCM key, the request's HMAC key. The
+    row (organization, id, identifier): the row's lookup, the answer's AES-GCM key, the
+    request's HMAC key. The
     cryptography package is imported by the first request that names an Idempotency-Key:
     a worker that never serves one does not carry it (tests/test_bench.py's memory bound)."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    material = HKDF(
-        algorithm=hashes.SHA256(), length=96, salt=caller.identifier.encode(), info=_INFO
-    ).derive(idempotency_key.encode("ascii"))
+    salt = f"{caller.organization_id}/{caller.id}/{caller.identifier}".encode()
+    material = HKDF(algorithm=hashes.SHA256(), length=96, salt=salt, info=_INFO).derive(
+        idempotency_key.encode("ascii")
+    )
     return _Secrets(material[:32], material[32:64], material[64:])
 
 

@@ -294,8 +294,10 @@ def require_may_change_identity(caller: Caller) -> None:
 
 
 def named_identity(caller: Caller, reference: str) -> HeldBy:
-    """The caller's organization's identity `reference` names: 422 naming `identity` else."""
-    held = queries.identity_named(caller.organization_id, reference)
+    """The caller's organization's identity `reference` names, locked for the key the
+    caller writes with it (queries.identity_named): 422 naming `identity` else, as when
+    its delete commits before this read, or while this read waits for it."""
+    held = queries.identity_named(caller.organization_id, reference, lock=True)
     if held is None:
         raise invalid({"identity": [UNKNOWN_IDENTITY]})
     return held

@@ -90,7 +90,9 @@ class ImportedKey(CreateKey):
     # every service, where its id is this service's.
 
     @pre_load
-    def drop_read_only(self, data: dict, **kwargs: Any) -> dict:
+    def drop_read_only(self, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(data, Mapping):  # refused by the schema, naming the entry
+            return data
         kept = {field: value for field, value in data.items() if field not in IMPORT_IGNORED}
         identity = kept.get("identity")
         if isinstance(identity, dict) and isinstance(identity.get("external_id"), str):

@@ -114,7 +114,7 @@ def _judged(entries: list[dict]) -> list[Imported]:
         _entry(index): [
             "This key is already known to the service."
             if key.digest in known
-            else f"Its identifier {key.identifier} already names another key."
+            else f"Its identifier {key.identifier} names, or named, another key."
         ]
         for index, key in enumerate(made)
         if key.digest in known or key.identifier in taken
@@ -195,7 +195,7 @@ def _identity(organization_id: int, reference: str) -> HeldBy:
     external id), made with no limits when it has none such (audited as identity.created),
     so that an export's keys come in with their holders; their limits are set after
     (PUT /api/identities/<id>)."""
-    held = queries.identity_named(organization_id, reference)
+    held = queries.identity_named(organization_id, reference, lock=True)
     if held is not None:
         return held
     now = utcnow()

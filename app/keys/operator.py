@@ -16,7 +16,7 @@ from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.keys.bodies import dump_key
 from app.keys.service import key_named
-from app.keys.writes import DELETE, add_key
+from app.keys.writes import add_key, remove_key
 from app.storage import pages, queries
 from app.storage.models import Organization
 from app.storage.queries import Key
@@ -102,7 +102,7 @@ def operator_delete(organization_name: str, reference: str) -> Key:
             raise OrganizationError(
                 f'organization "{organization_name}" has no key "{keyformat.masked(reference)}"'
             )
-        db.session.execute(DELETE, {"key": current.identifier})
+        remove_key(current.identifier)
         audit.record(
             "key.deleted",
             organization_id=organization_id,

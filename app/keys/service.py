@@ -26,11 +26,11 @@ from app.http.errors import ApiError, invalid
 from app.keys import bounds
 from app.keys.bodies import dump_key
 from app.keys.writes import (
-    DELETE,
     UPDATE,
     add_key,
     quota_columns,
     rate_limit_columns,
+    remove_key,
     write_metadata,
 )
 from app.organizations import policy as organization_policy
@@ -132,14 +132,14 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
     held = bounds.held_by(caller)
     bounds.require_scopes(caller, held, data["scope_bits"])
     bounds.require_within(held, data)
-    identity = bounds.identity_of_made(caller, data)
-    bound_by = bounds.binding_of_made(caller, "")
     try:
+        identity = bounds.identity_of_made(caller, data)
+        bound_by = bounds.binding_of_made(caller, "")
         governed = organization_policy.govern(
             caller.organization_id, data, organization_policy.CREATE, caller.expires_at
         )
     except BaseException:
-        db.session.rollback()  # the organization's lock, taken for the count
+        db.session.rollback()  # the identity's lock, and the organization's for the count
         raise
     named = {
         "expires_at": data.get("expires_at", governed.expires_at),
@@ -265,7 +265,7 @@ def delete_key(caller: Caller, key: Key) -> None:
     """Revoke a key at once and for good."""
     with _locked(caller, key) as key:
         bounds.require_power_over(caller, bounds.judging(caller, key), key)
-        db.session.execute(DELETE, {"key": key.identifier})
+        remove_key(key.identifier)
         audit.record(
             "key.deleted",
             organization_id=caller.organization_id,
@@ -308,7 +308,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
         kept = bindings.makers(key.bound_by)
         bound_by = bounds.binding_of_made(caller, key.counter, kept)
         if grace == 0:
-            db.session.execute(DELETE, {"key": key.identifier})
+            remove_key(key.identifier)
         actor = audit.actor_of(caller)
         replacement = add_key(
             caller.organization_id,

@@ -6,6 +6,11 @@ what the operator writes; both write through here.
 Writes (and their locked reads) name a key by its identifier, never by its id: SQLite gives
 a deleted row's id to the next key made, so a write meant for a key another request has
 just deleted (or rotated) would land on that request's new key.
+
+A key's row leaves the table through remove_key (or, for a leak report, retire): its
+identifier and digest stay behind in models.RetiredKey, in the same transaction, and no
+key is given either again, neither a new key (add_key draws again) nor an import
+(queries.known_identifiers and known_digests read both tables).
 """
 
 from __future__ import annotations
@@ -25,14 +30,37 @@ from app.domain.scopes import to_names
 from app.domain.timestamps import iso, utcnow
 from app.extensions import db
 from app.keys.bodies import dump_key
-from app.storage.models import ApiKey, KeyMetadata
+from app.storage import queries
+from app.storage.models import ApiKey, KeyMetadata, RetiredKey
 from app.storage.queries import HeldBy, Key
 
 KEYS = ApiKey.__table__
 UPDATE = update(KEYS).where(KEYS.c.identifier == bindparam("key"))
-DELETE = delete(KEYS).where(KEYS.c.identifier == bindparam("key"))
 _METADATA = KeyMetadata.__table__
 _INSERT_KEY = insert(KEYS).returning(KEYS.c.id)
+_RETIRED = RetiredKey.__table__
+_REMOVE = (
+    delete(KEYS)
+    .where(KEYS.c.identifier == bindparam("key"))
+    .returning(KEYS.c.identifier, KEYS.c.digest, KEYS.c.organization_id)
+)
+
+
+def retire(gone: Sequence[tuple[str, bytes, int]]) -> None:
+    """Keys whose rows were just deleted in the session's transaction (identifier, digest,
+    organization's id each), kept as retired in that transaction."""
+    if gone:
+        now = utcnow()
+        rows = [
+            {"identifier": identifier, "digest": digest, "organization_id": org, "retired_at": now}
+            for identifier, digest, org in gone
+        ]
+        db.session.execute(insert(_RETIRED), rows)
+
+
+def remove_key(identifier: str) -> None:
+    """The key's row deleted, its identifier and digest kept as retired (retire)."""
+    retire(db.session.execute(_REMOVE, {"key": identifier}).all())
 
 
 class Imported(NamedTuple):
@@ -109,6 +137,8 @@ def add_key(
     }
     if imported is None:
         identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
+        while queries.known_identifiers([identifier]):  # given before: 71 random bits apart
+            identifier, full_key = keyformat.new_key(current_app.config["KEY_PREFIX"])
         now = utcnow()
         made_as = (identifier, keyformat.digest(full_key), None, now, None)
         action = "key.created"

@@ -10,7 +10,7 @@ from app import audit
 from app.domain import keyformat
 from app.extensions import db
 from app.keys.bodies import dump_key
-from app.keys.writes import KEYS
+from app.keys.writes import KEYS, retire
 from app.storage import queries
 
 
@@ -22,13 +22,15 @@ def revoke_leaked(keys: list[str]) -> None:
     for full_key in dict.fromkeys(keys):  # each key once, made here or imported
         if not keyformat.is_presentable(full_key, prefix):
             continue
+        digest = keyformat.digest(full_key)
         statement = (
             delete(KEYS)
-            .where(KEYS.c.digest == keyformat.digest(full_key))
+            .where(KEYS.c.digest == digest)
             .returning(KEYS.c.organization_id, *queries.KEY_COLUMNS)
         )
-        for organization_id, *row in db.session.execute(statement):
+        for organization_id, *row in db.session.execute(statement).all():
             key = queries.key_of_row(row)
+            retire([(key.identifier, digest, organization_id)])
             audit.record(
                 "key.revoked",
                 organization_id=organization_id,

@@ -373,6 +373,22 @@ class IdempotentAnswer(db.Model):
     )
 
 
+class RetiredKey(db.Model):
+    """A key that is no more (deleted, rotated out, revoked by a leak report, deleted by
+    the operator): its identifier and digest, kept for good, so that no key is ever given
+    either again (app/keys/retired.py). A stored idempotent answer is bound to its caller's
+    row; an identifier given twice would still be a second name for one key in the audit
+    log and the lineage, and a digest given twice a dead key brought back to life."""
+
+    __tablename__ = "retired_keys"
+
+    identifier: Mapped[str] = mapped_column(IDENTIFIER, primary_key=True)
+    digest: Mapped[bytes] = mapped_column(LargeBinary(32), unique=True)
+    # The organization that held it; a plain number: the record outlives any row.
+    organization_id: Mapped[int]
+    retired_at: Mapped[datetime]
+
+
 class Host(db.Model):
     """A host serving the database (app/serving/hosts.py): its id (its name and a digest of
     where it counts), the scheme of its limits' storage (host, redis, memory) and when one of

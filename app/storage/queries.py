@@ -26,13 +26,14 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    union_all,
 )
 
 from app.domain import bindings
 from app.domain.credentials import NO_METADATA, Caller, Identity
 from app.domain.timestamps import as_shown
 from app.extensions import db
-from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization
+from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization, RetiredKey
 from app.storage.models import Identity as IdentityRow
 from app.storage.reads import Read
 
@@ -118,6 +119,7 @@ METADATA = KeyMetadata.__table__
 COUNTED = KeyCount.__table__
 _ORGANIZATIONS = Organization.__table__
 _IDENTITIES = IdentityRow.__table__
+_RETIRED = RetiredKey.__table__
 # A key's row and its identity's, if any.
 _WITH_IDENTITY = KEYS.outerjoin(_IDENTITIES, _IDENTITIES.c.id == KEYS.c.identity_id)
 # What a key shows of its identity, and what binds it of the identity's limits.
@@ -240,17 +242,25 @@ class HeldBy(NamedTuple):
 _IDENTITY_REFERENCE = select(_IDENTITIES.c.id, *_IDENTITY_SHOWN).where(
     _IDENTITIES.c.organization_id == bindparam("organization_id")
 )
-_IDENTITY_NAMED = (
-    Read(_IDENTITY_REFERENCE.where(_IDENTITIES.c.public_id == bindparam("reference"))),
-    Read(_IDENTITY_REFERENCE.where(_IDENTITIES.c.external_id == bindparam("reference"))),
+_NAMED_BY = (
+    _IDENTITY_REFERENCE.where(_IDENTITIES.c.public_id == bindparam("reference")),
+    _IDENTITY_REFERENCE.where(_IDENTITIES.c.external_id == bindparam("reference")),
+)
+_IDENTITY_NAMED = tuple(Read(statement) for statement in _NAMED_BY)
+_IDENTITY_HELD = tuple(
+    statement.with_for_update(read=True, key_share=True) for statement in _NAMED_BY
 )
 
 
-def identity_named(organization_id: int, reference: str) -> HeldBy | None:
-    """The organization's identity whose id is `reference`, or else whose external id is."""
+def identity_named(organization_id: int, reference: str, lock: bool = False) -> HeldBy | None:
+    """The organization's identity whose id is `reference`, or else whose external id is.
+    `lock`: read in db.session's write transaction (writing()) and held there until it
+    ends, for a key about to be written with it: PostgreSQL's FOR KEY SHARE, which the
+    identity's delete (FOR UPDATE) waits for, and which waits for a delete under way, then
+    finds nothing; on SQLite, the write lock, taken before the read."""
     parameters = {"organization_id": organization_id, "reference": reference}
-    for read in _IDENTITY_NAMED:
-        row = read.first(parameters)
+    for read, held in zip(_IDENTITY_NAMED, _IDENTITY_HELD, strict=True):
+        row = writing().execute(held, parameters).first() if lock else read.first(parameters)
         if row is not None:
             return HeldBy(row[0], Identity(row[1], row[2]))
     return None
@@ -290,14 +300,20 @@ def keys_shown(organization_id: int, shown: str) -> list[Key]:
 
 
 def known_digests(digests: Sequence[bytes]) -> set[bytes]:
-    """Those of `digests` that a key of any organization has."""
-    query = select(KEYS.c.digest).where(KEYS.c.digest.in_(digests))
+    """Those of `digests` that a key of any organization has or had (a retired key's)."""
+    query = union_all(
+        select(KEYS.c.digest).where(KEYS.c.digest.in_(digests)),
+        select(_RETIRED.c.digest).where(_RETIRED.c.digest.in_(digests)),
+    )
     return {bytes(digest) for digest in db.session.scalars(query)}
 
 
 def known_identifiers(identifiers: Sequence[str]) -> set[str]:
-    """Those of `identifiers` that a key of any organization has."""
-    query = select(KEYS.c.identifier).where(KEYS.c.identifier.in_(identifiers))
+    """Those of `identifiers` that a key of any organization has or had (a retired key's)."""
+    query = union_all(
+        select(KEYS.c.identifier).where(KEYS.c.identifier.in_(identifiers)),
+        select(_RETIRED.c.identifier).where(_RETIRED.c.identifier.in_(identifiers)),
+    )
     return set(db.session.scalars(query))
 
 
