@@ -184,7 +184,7 @@ def identity_check() -> Iterator[ThreadingHTTPServer]:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[Server]:
     """The service behind the module's gateways."""
-    env = {"RATELIMIT_INTROSPECT": f"{CHECKS}/minute", "TRUSTED_PROXIES": "1"}
+    env = {"RATELIMIT_INTROSPECT": f"{CHECKS}/minute", "TRUSTED_PROXIES": "127.0.0.1"}
     # One worker, the cheapest to start: however many, they count in one file of the host.
     with serving(tmp_path_factory, "gateway", 1, env) as server:
         yield server
@@ -609,7 +609,7 @@ def test_a_refusal_for_the_scopes_spends_what_the_gateway_asks_of_the_keys_own_l
 def test_a_key_with_allowed_ips_passes_from_its_address_and_gets_403_from_another(
     gateway, service, upstream
 ):
-    """The service judges the address the gateway forwards (TRUSTED_PROXIES=1), the
+    """The service judges the address the gateway forwards (TRUSTED_PROXIES=127.0.0.1), the
     client's connection's: 127.0.0.1 is allowed, 127.0.0.2 not."""
     placed = new_key(service, allowed_ips=["127.0.0.1/32"])
     passed = through(gateway, placed, source="127.0.0.1")
@@ -621,6 +621,25 @@ def test_a_key_with_allowed_ips_passes_from_its_address_and_gets_403_from_anothe
     assert elsewhere.header("Content-Type") == ["application/problem+json"]
     assert through(gateway, placed, source="127.0.0.1").status == 200
     assert len(upstream.received) == 2
+
+
+def test_a_client_reaching_the_service_directly_cannot_name_its_address(gateway, service, upstream):
+    """TRUSTED_PROXIES names the gateway's address: a client that reaches the service
+    itself, beside the gateway, is judged by its own address whatever X-Forwarded-For
+    it writes, while the gateway's forwarded address is believed."""
+    placed = new_key(service, allowed_ips=["203.0.113.7/32"])
+    forged = [("X-Forwarded-For", "203.0.113.7")]
+    direct = through(service.port, placed, forged, source="127.0.0.2", target=CHECK)
+    assert direct.status == 403 and json.loads(direct.body)["code"] == "ip_not_allowed"
+    assert through(gateway, placed, forged, source="127.0.0.2").status == 403
+    sdk = sdk_key(service)
+    body = {"name": "direct", "kind": "telemetry"}
+    encoded = json.dumps(body).encode()
+    made = through(service.port, sdk, forged, encoded, source="127.0.0.2", target="/api/keys")
+    assert made.status == 201, made.body
+    events = service.request("GET", "/api/audit?page_size=1", sdk).json()["data"]
+    assert events[0]["client_address"] == "127.0.0.2"
+    assert upstream.received == []
 
 
 def test_a_check_that_names_nothing_lets_no_header_of_the_client_through(
@@ -672,9 +691,9 @@ def test_the_docs_show_each_configuration_as_the_suite_runs_it():
 def test_failed_authentications_count_for_the_client_whatever_address_it_names(
     gateway_name, start_gateway, start_server, upstream
 ):
-    """With TRUSTED_PROXIES=1 the service reads the address the gateway forwards: the
+    """With TRUSTED_PROXIES=127.0.0.1 the service reads the address the gateway forwards: the
     connection's, never one the client wrote in X-Forwarded-For."""
-    env = {"RATELIMIT_AUTH_FAILURES": f"{FAILURES}/minute", "TRUSTED_PROXIES": "1"}
+    env = {"RATELIMIT_AUTH_FAILURES": f"{FAILURES}/minute", "TRUSTED_PROXIES": "127.0.0.1"}
     service = start_server(workers=1, env=env)
     sdk = sdk_key(service)
     port = start_gateway(service.port, upstream.server_address[1])
