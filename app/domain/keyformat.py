@@ -281,6 +281,17 @@ class _Line:
         )
 
 
+def holds_full_key(text: str) -> bool:
+    """Whether `text` holds a full key of this service anywhere (its shape and checksum, as
+    masked() finds them), or a run too long to search within one line's budget."""
+    line = _Line()
+    for match in _RUN.finditer(text):
+        found = line.keys_in(match.group())
+        if found is None or found:
+            return True
+    return False
+
+
 def masked(text: str) -> str:
     """`text` with every key in it shown as `<identifier>...` and no 8 characters in a row
     of any secret left (for log lines).
