@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -483,8 +484,7 @@ def test_the_logs_have_each_request_and_no_key_wherever_the_client_put_it(
     assert statuses == [200, 200, 401, 401, 200, 200, 401, 200, 200, 429]
     log = logged(start_gateway, port, len(statuses))
     assert log.count("/monitors/") == len(statuses), log  # nginx's error log is quiet
-    for sent in (key, once):  # in the path, as the service lists it
-        assert f"/monitors/{keyformat.identifier_of(sent)}.../status" in log, log
+    assert log.count("/monitors/.../status") >= 6, log  # in the path, nothing of the key
 
     with socket.socket() as closed:  # a service that does not answer
         closed.bind(("127.0.0.1", 0))
@@ -496,6 +496,32 @@ def test_the_logs_have_each_request_and_no_key_wherever_the_client_put_it(
     assert leaked(log, [key, wrong, once]) == set()
     for sent in (key, wrong, once):
         assert authorization(sent, "Basic").split()[1] not in log
+
+
+def imported_key(service: Server, key: str) -> None:
+    body = {"keys": [{"key": key, "name": "made elsewhere", "kind": "custom"}]}
+    body["keys"][0]["scopes"] = ["monitor:read"]
+    answer = service.request("POST", "/api/keys/import", sdk_key(service), body)
+    assert answer.status == 201, answer.body
+
+
+def test_the_logs_hold_no_imported_key_wherever_the_client_put_it(start_gateway, service, upstream):
+    """A key made elsewhere and imported (32 random characters of base64url or hex, no
+    prefix, no checksum): in the path, the query, User-Agent and Referer, through either
+    gateway, nothing of it reaches a log."""
+    port = start_gateway(service.port, upstream.server_address[1])
+    keys = [secrets.token_urlsafe(24), secrets.token_hex(16), "sk_live_" + secrets.token_hex(16)]
+    for key in keys:
+        imported_key(service, key)
+    statuses = [through(port, key, **placed(key, keys[0])).status for key in keys]
+    statuses.append(through(port, None, **placed(keys[1], keys[2])).status)
+    assert statuses == [200, 200, 200, 401]
+    log = logged(start_gateway, port, len(statuses))
+    for key in keys:
+        secret = key.removeprefix("sk_live_")
+        for piece in (secret[i : i + 8] for i in range(len(secret) - 7)):
+            assert piece not in log, (piece[:2], log)
+    assert log.count("/monitors/.../status") == len(statuses), log
 
 
 def test_refusals_are_the_services_own_and_reach_no_upstream(gateway, service, upstream):

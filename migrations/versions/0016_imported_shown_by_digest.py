@@ -1,0 +1,53 @@
+"""An imported key shown by its digest, never by a part of its secret: the shown forms
+0013 stored as a key's first 8 characters and `...` become its prefix (if those characters
+begin with one) and 4 hexadecimal digits of its digest and `...`, or `imported:` and 8 of
+them (app/domain/keyformat.py, shown_digest). `imported:` forms are kept.
+
+Revision ID: 0016
+Revises: 0015
+Create Date: 2026-12-01
+"""
+
+import re
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0016"
+down_revision = "0015"
+branch_labels = None
+depends_on = None
+
+# keyformat's rule, as it is at this revision (a migration does not import the application).
+_PREFIX = re.compile(r"(?:[a-z]{2,8}[_-]){1,2}")
+
+
+def _shown(head: str, digest: bytes) -> str:
+    found = _PREFIX.match(head)
+    if found is not None and found.end() <= 12:
+        return found.group() + digest.hex()[:4] + "..."
+    return "imported:" + digest.hex()[:8]
+
+
+def upgrade() -> None:
+    keys = sa.table(
+        "api_keys",
+        sa.column("id", sa.Integer),
+        sa.column("digest", sa.LargeBinary),
+        sa.column("shown", sa.String),
+    )
+    connection = op.get_bind()
+    rows = connection.execute(
+        sa.select(keys.c.id, keys.c.digest, keys.c.shown).where(
+            keys.c.shown.is_not(None), sa.not_(keys.c.shown.startswith("imported:"))
+        )
+    ).all()
+    for key_id, digest, shown in rows:
+        head = shown.removesuffix("...")
+        connection.execute(
+            sa.update(keys).where(keys.c.id == key_id).values(shown=_shown(head, bytes(digest)))
+        )
+
+
+def downgrade() -> None:
+    """The secret's characters are gone: the digest forms stay."""
