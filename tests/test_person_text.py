@@ -21,7 +21,7 @@ def refused(answer, field: str) -> None:
     assert KEY not in answer.get_data(as_text=True)
 
 
-@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("text", TEXTS, ids=["alone", "in a sentence"])
 def test_a_keys_name_and_metadata(client, org, make_key, text):
     body = {"name": "fine", "kind": "custom", "scopes": ["monitor:read"]}
     refused(client.post("/api/keys", json=body | {"name": text}, auth=(org.sdk, "")), "name")
@@ -34,7 +34,7 @@ def test_a_keys_name_and_metadata(client, org, make_key, text):
     assert not any(KEY in name for name in names)
 
 
-@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("text", TEXTS, ids=["alone", "in a sentence"])
 @pytest.mark.parametrize("field", ["name", "external_id", "metadata"])
 def test_an_identitys_name_external_id_and_metadata(client, org, text, field):
     value = {"note": text} if field == "metadata" else text.strip()
@@ -47,7 +47,7 @@ def test_an_identitys_name_external_id_and_metadata(client, org, text, field):
 
 
 @pytest.mark.parametrize("app_config", [{"WEBHOOK_ALLOW_PRIVATE": True}])
-@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("text", TEXTS, ids=["alone", "in a sentence"])
 def test_a_webhook_endpoints_description(client, org, text):
     body = {"url": URL, "events": ["key.created"]}
     created = client.post("/api/webhooks", json=body | {"description": text}, auth=(org.sdk, ""))
