@@ -313,6 +313,7 @@ def test_imported_keys_shown_by_a_part_of_their_secret_are_shown_by_their_digest
     app = app_on(database)
     digest = hashlib.sha256(b"any").digest()
     stored = {1: "Zq8Rk2vN...", 2: "sk_live_...", 3: "imported:0123abcd"}
+    identifiers = [identifier for identifier, *_ in OLD_KEYS]
     with app.app_context():
         command.upgrade(alembic_config(), "0015")
         insert_first_revision_keys(db.engine)
@@ -322,9 +323,16 @@ def test_imported_keys_shown_by_a_part_of_their_secret_are_shown_by_their_digest
                     sa.text("UPDATE api_keys SET shown = :shown, digest = :digest WHERE id = :id"),
                     {"shown": shown, "digest": bytes([key_id]) + digest[1:], "id": key_id},
                 )
+            # Key 1 made key 2 (an imported key's identifier, as 0013's service wrote it).
+            connection.execute(
+                sa.text("UPDATE api_keys SET created_by = :maker WHERE id = 2"),
+                {"maker": identifiers[0]},
+            )
     upgrade(app)
     with app.app_context(), db.engine.connect() as connection:
         rows = dict(connection.execute(sa.text("SELECT id, shown FROM api_keys")).all())
+        makers = dict(connection.execute(sa.text("SELECT id, created_by FROM api_keys")).all())
+    assert makers[2] == rows[1]
     hexes = {key_id: (bytes([key_id]) + digest[1:]).hex() for key_id in stored}
     assert rows[1] == "imported:" + hexes[1][:8]
     assert rows[2] == "sk_live_" + hexes[2][:4] + "..."

@@ -11,6 +11,11 @@ import secrets
 import pytest
 
 from app.domain import keyformat
+from app.webhooks import sender
+from tests import webhooks
+from tests.webhooks import make_endpoint, payloads
+
+receiver = webhooks.receiver  # fixture
 
 PLAIN = secrets.token_urlsafe(24)  # 32 characters, no prefix: the home-grown shape
 PREFIXED = "sk_live_" + secrets.token_hex(16)
@@ -72,6 +77,10 @@ def test_the_audit_log_names_it_as_the_list_does(client, org, imported):
         assert made.status_code == 201, made.json
         renamed = client.put(f"/api/keys/{shown}", json={"name": "renamed"}, auth=(org.sdk, ""))
         assert renamed.status_code == 200, renamed.json
+        assert made.json["created_by"] == shown  # its maker, named as the list names it
+        listed = client.get("/api/keys?page_size=100", auth=(org.sdk, "")).json["data"]
+        child = keyformat.shown(keyformat.identifier_of(made.json["key"]))
+        assert {k["created_by"] for k in listed if k["key"] == child} == {shown}
         events = client.get("/api/audit?page_size=2", auth=(org.sdk, "")).json["data"]
         assert events[0]["action"] == "key.updated" and events[0]["target"] == shown
         assert events[1]["action"] == "key.created" and events[1]["actor"] == shown
@@ -109,3 +118,25 @@ def test_an_exports_older_shown_form_keeps_no_part_of_a_secret(client, org):
     answer = client.post("/api/keys/import", json={"keys": entries}, auth=(org.sdk, ""))
     assert answer.status_code == 201, answer.json
     assert [made["key"] for made in answer.json["keys"]] == list(SHOWN.values())
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_ALLOW_PRIVATE": True}])
+def test_webhooks_events_name_it_so(app, client, org, imported, receiver):
+    endpoint = make_endpoint(client, org.sdk, receiver.url, events=("key.created", "key.updated"))
+    for key, shown in SHOWN.items():
+        made = client.post("/api/keys", json={"name": "child", "kind": "telemetry"}, auth=(key, ""))
+        assert made.status_code == 201, made.json
+        renamed = client.put(f"/api/keys/{shown}", json={"name": "x"}, auth=(org.sdk, ""))
+        assert renamed.status_code == 200, renamed.json
+    assert sender.of(app).tick() == 4
+    got = payloads(endpoint["secret"], receiver.wait_for(4))
+    shown_forms = list(SHOWN.values())
+    assert [p["data"]["actor"] for p in got if p["type"] == "key.created"] == shown_forms
+    assert [p["data"]["key"]["key"] for p in got if p["type"] == "key.updated"] == shown_forms
+    assert [p["data"]["key"]["created_by"] for p in got if p["type"] == "key.created"] == (
+        shown_forms
+    )
+    sent = json.dumps(got)
+    assert keyformat.IMPORTED_PREFIX not in sent
+    for key in SHOWN:
+        assert key.removeprefix("sk_live_")[:8] not in sent

@@ -187,6 +187,14 @@ def shown(identifier: str) -> str:
     return identifier + SHOWN_SUFFIX
 
 
+def shown_name(name: str) -> str:
+    """How a key named by another key's row (`created_by`) is shown: the name is its
+    identifier, or an imported key's shown form, kept as it is shown."""
+    if name.startswith(SHOWN_DIGEST) or name.endswith(SHOWN_SUFFIX):
+        return name
+    return shown(name)
+
+
 _SHOWN_FORM = re.compile(f"[A-Za-z0-9_]{{1,{MAX_IDENTIFIER_LENGTH}}}{re.escape(SHOWN_SUFFIX)}")
 
 

@@ -32,9 +32,12 @@ from app.domain import keyformat
 
 MIN_TOKEN = keyformat.MIN_FOREIGN_LENGTH
 _CHARACTERS = r"A-Za-z0-9_.~+\-"
-_TOKEN = re.compile(f"[{_CHARACTERS}]{{{MIN_TOKEN},}}=*")
+# Each looked for only where a run starts (a character of it tried once, not 16 times).
+_TOKEN = re.compile(f"(?<![{_CHARACTERS}])[{_CHARACTERS}]{{{MIN_TOKEN},}}+=*")
 # The same, where some characters may be written as percent-escapes.
-_ESCAPED_TOKEN = re.compile(f"(?:[{_CHARACTERS}]|%[0-9A-Fa-f]{{2}}){{{MIN_TOKEN},}}=*")
+_ESCAPED_TOKEN = re.compile(
+    f"(?<![{_CHARACTERS}%])(?:[{_CHARACTERS}]|%[0-9A-Fa-f]{{2}}){{{MIN_TOKEN},}}+=*"
+)
 _MAX_UNESCAPES = 4
 # A word of letters: lower case parts, each perhaps capitalised, of two letters or more.
 _WORD = re.compile(r"_*(?:[A-Z]?[a-z]{2,})+(?:[-_.]+(?:[A-Z]?[a-z]{2,})+)*_*")

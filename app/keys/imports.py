@@ -170,7 +170,7 @@ def _write(
             data["kind"],
             data["scope_bits"],
             actor=audit.OPERATOR if caller is None else audit.actor_of(caller),
-            created_by=None if caller is None else caller.identifier,
+            created_by=None if caller is None else caller.shown or caller.identifier,
             **named,
             metadata=data.get("metadata"),
             enabled=data.get("enabled", True),

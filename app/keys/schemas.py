@@ -352,7 +352,7 @@ class KeyOutput(Schema):
     updated = fields.String()
     expires_at = fields.String(allow_none=True)
     created_by = fields.Function(
-        lambda key: None if key.created_by is None else keyformat.shown(key.created_by)
+        lambda key: None if key.created_by is None else keyformat.shown_name(key.created_by)
     )
     enabled = fields.Boolean()
     allowed_ips = fields.List(fields.String())

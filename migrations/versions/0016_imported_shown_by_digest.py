@@ -1,7 +1,9 @@
 """An imported key shown by its digest, never by a part of its secret: the shown forms
 0013 stored as a key's first 8 characters and `...` become its prefix (if those characters
 begin with one) and 4 hexadecimal digits of its digest and `...`, or `imported:` and 8 of
-them (app/domain/keyformat.py, shown_digest). `imported:` forms are kept.
+them (app/domain/keyformat.py, shown_digest). `imported:` forms are kept. A key made by an
+imported key names its maker as every answer does: `created_by` holds that shown form in
+place of the maker's identifier.
 
 Revision ID: 0016
 Revises: 0015
@@ -46,6 +48,19 @@ def upgrade() -> None:
         head = shown.removesuffix("...")
         connection.execute(
             sa.update(keys).where(keys.c.id == key_id).values(shown=_shown(head, bytes(digest)))
+        )
+    makers = sa.table(
+        "api_keys",
+        sa.column("identifier", sa.String),
+        sa.column("shown", sa.String),
+        sa.column("created_by", sa.String),
+    )
+    imported = connection.execute(
+        sa.select(makers.c.identifier, makers.c.shown).where(makers.c.shown.is_not(None))
+    ).all()
+    for identifier, shown in imported:
+        connection.execute(
+            sa.update(makers).where(makers.c.created_by == identifier).values(created_by=shown)
         )
 
 
