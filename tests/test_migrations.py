@@ -328,11 +328,24 @@ def test_imported_keys_shown_by_a_part_of_their_secret_are_shown_by_their_digest
                 sa.text("UPDATE api_keys SET created_by = :maker WHERE id = 2"),
                 {"maker": identifiers[0]},
             )
+            connection.execute(
+                sa.text(
+                    "INSERT INTO audit_events (organization_id, at, action, actor, target,"
+                    " details) VALUES (1, :at, 'key.created', :actor, :target, '{}')"
+                ),
+                {
+                    "at": datetime(2026, 1, 2),
+                    "actor": identifiers[0] + "...",
+                    "target": identifiers[1] + "...",
+                },
+            )
     upgrade(app)
     with app.app_context(), db.engine.connect() as connection:
         rows = dict(connection.execute(sa.text("SELECT id, shown FROM api_keys")).all())
         makers = dict(connection.execute(sa.text("SELECT id, created_by FROM api_keys")).all())
+        [event] = connection.execute(sa.text("SELECT actor, target FROM audit_events")).all()
     assert makers[2] == rows[1]
+    assert tuple(event) == (rows[1], rows[2])
     hexes = {key_id: (bytes([key_id]) + digest[1:]).hex() for key_id in stored}
     assert rows[1] == "imported:" + hexes[1][:8]
     assert rows[2] == "sk_live_" + hexes[2][:4] + "..."

@@ -3,7 +3,8 @@
 begin with one) and 4 hexadecimal digits of its digest and `...`, or `imported:` and 8 of
 them (app/domain/keyformat.py, shown_digest). `imported:` forms are kept. A key made by an
 imported key names its maker as every answer does: `created_by` holds that shown form in
-place of the maker's identifier.
+place of the maker's identifier, and the audit log's events name it so as their `actor`
+and `target` (they named it `<identifier>...`).
 
 Revision ID: 0016
 Revises: 0015
@@ -49,18 +50,22 @@ def upgrade() -> None:
         connection.execute(
             sa.update(keys).where(keys.c.id == key_id).values(shown=_shown(head, bytes(digest)))
         )
-    makers = sa.table(
-        "api_keys",
-        sa.column("identifier", sa.String),
-        sa.column("shown", sa.String),
-        sa.column("created_by", sa.String),
+    maker = (
+        "SELECT k.shown FROM api_keys k WHERE k.shown IS NOT NULL"
+        " AND k.identifier = api_keys.created_by"
     )
-    imported = connection.execute(
-        sa.select(makers.c.identifier, makers.c.shown).where(makers.c.shown.is_not(None))
-    ).all()
-    for identifier, shown in imported:
+    connection.execute(
+        sa.text(f"UPDATE api_keys SET created_by = ({maker}) WHERE EXISTS ({maker})")  # noqa: S608
+    )
+    # One statement a column, whatever the number of imported keys (none is indexed).
+    for column in ("actor", "target"):
+        named = (
+            "SELECT k.shown FROM api_keys k WHERE k.shown IS NOT NULL"
+            " AND k.organization_id = audit_events.organization_id"
+            f" AND k.identifier || '...' = audit_events.{column}"  # noqa: S608 (two names)
+        )
         connection.execute(
-            sa.update(makers).where(makers.c.created_by == identifier).values(created_by=shown)
+            sa.text(f"UPDATE audit_events SET {column} = ({named}) WHERE EXISTS ({named})")  # noqa: S608
         )
 
 
