@@ -62,11 +62,10 @@ def upgrade() -> None:
         named = (
             "SELECT k.shown FROM api_keys k WHERE k.shown IS NOT NULL"
             " AND k.organization_id = audit_events.organization_id"
-            f" AND k.identifier || '...' = audit_events.{column}"  # noqa: S608 (two names)
+            " AND k.identifier || '...' = audit_events." + column
         )
-        connection.execute(
-            sa.text(f"UPDATE audit_events SET {column} = ({named}) WHERE EXISTS ({named})")  # noqa: S608
-        )
+        update = f"UPDATE audit_events SET {column} = ({named}) WHERE EXISTS ({named})"  # noqa: S608
+        connection.execute(sa.text(update))
 
 
 def downgrade() -> None:
