@@ -58,14 +58,28 @@ def upgrade() -> None:
         sa.text(f"UPDATE api_keys SET created_by = ({maker}) WHERE EXISTS ({maker})")  # noqa: S608
     )
     # One statement a column, whatever the number of imported keys (none is indexed).
-    for column in ("actor", "target"):
-        named = (
-            "SELECT k.shown FROM api_keys k WHERE k.shown IS NOT NULL"
-            " AND k.organization_id = audit_events.organization_id"
-            " AND k.identifier || '...' = audit_events." + column
+    events = sa.table(
+        "audit_events",
+        sa.column("organization_id", sa.Integer),
+        sa.column("actor", sa.String),
+        sa.column("target", sa.String),
+    )
+    named = sa.table(
+        "api_keys",
+        sa.column("organization_id", sa.Integer),
+        sa.column("identifier", sa.String),
+        sa.column("shown", sa.String),
+    ).alias("named")
+    for column in (events.c.actor, events.c.target):
+        same = (
+            named.c.shown.is_not(None),
+            named.c.organization_id == events.c.organization_id,
+            named.c.identifier + "..." == column,
         )
-        update = f"UPDATE audit_events SET {column} = ({named}) WHERE EXISTS ({named})"  # noqa: S608
-        connection.execute(sa.text(update))
+        shown = sa.select(named.c.shown).where(*same).scalar_subquery()
+        connection.execute(
+            sa.update(events).values({column.name: shown}).where(sa.exists().where(*same))
+        )
 
 
 def downgrade() -> None:
