@@ -16,7 +16,7 @@ from flask import Flask
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from app.domain import keyformat
+from app.domain import addresses, keyformat
 from app.webhooks.targets import TIMEOUT as WEBHOOK_TRY_SECONDS
 
 DEFAULTS: dict[str, Any] = {
@@ -77,6 +77,26 @@ def _non_negative_int(value: str) -> int:
     if number < 0:
         raise ValueError("must be 0 or more")
     return number
+
+
+def parsed_trusted_proxies(value: str) -> int | tuple[addresses.Network, ...]:
+    """TRUSTED_PROXIES: a number of hops (believed from any peer, as before), or the
+    proxies' addresses and networks, comma-separated (believed only from a peer in them)."""
+    value = value.strip()
+    if not value:
+        return 0
+    if value.isdigit():
+        return int(value)
+    networks = []
+    for entry in value.split(","):
+        try:
+            networks.append(addresses.network(entry.strip()))
+        except ValueError:
+            raise ValueError(
+                "must be a number of proxies, or their addresses and networks separated "
+                f"by commas (127.0.0.1,10.0.0.0/8); {entry.strip()!r} is neither"
+            ) from None
+    return tuple(networks)
 
 
 def normalized_database_url(value: str) -> str:
@@ -180,9 +200,10 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     # Checks per key per period, by forward auth (the checked key) and introspection (the
     # calling key), instead of RATELIMIT_PER_KEY: other services check on every request.
     "RATELIMIT_INTROSPECT": ("RATELIMIT_INTROSPECT", _rate),
-    # Proxies or load balancers in front that set X-Forwarded-For: the client's address (for
-    # the limit per address) is taken that many hops back. 0 trusts no such header.
-    "TRUSTED_PROXIES": ("TRUSTED_PROXIES", _non_negative_int),
+    # The proxies or load balancers in front, by address or network (127.0.0.1,10.0.0.0/8):
+    # X-Forwarded-For and X-Forwarded-Proto are believed only from a peer in them. A number
+    # (the old form) believes that many hops from any peer; 0 or empty believes none.
+    "TRUSTED_PROXIES": ("TRUSTED_PROXIES", parsed_trusted_proxies),
     # Switch the MCP server off: /mcp is then an unknown path, as in a service without one.
     "MCP_ENABLED": ("MCP_ENABLED", _boolean),
     # Switch GET /metrics off: it is then an unknown path, and no request is counted.

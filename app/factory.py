@@ -6,14 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from flask import Flask
-from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import cli, config, page
 from app.access import auth, limits, seen
 from app.audit import views as audit_views
 from app.checks import views as checks
 from app.extensions import db
-from app.http import errors
+from app.http import errors, proxies
 from app.http.json_provider import CompactJSONProvider
 from app.identities import views as identities
 from app.keys import views
@@ -52,9 +51,7 @@ def register_config(app: Flask, test_config: Mapping[str, Any] | None) -> None:
 def register_proxies(app: Flask) -> None:
     """Behind TRUSTED_PROXIES proxies, the client's address and scheme are the ones they
     forward (X-Forwarded-For, X-Forwarded-Proto), not the nearest proxy's."""
-    hops = app.config["TRUSTED_PROXIES"]
-    if hops:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
+    proxies.install(app, app.config["TRUSTED_PROXIES"])
 
 
 def register_logging(app: Flask) -> None:

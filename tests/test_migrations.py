@@ -283,7 +283,7 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # 0012 added idempotent_answers, a table of its own: keys are stored as before. 0013 added a
 # nullable column (an imported key's shown form): keys stored without it are shown as before.
 # 0014 added hosts, 0015 usage_batches and 0016 retired_keys, tables of their own: keys are
-# stored as before.
+# stored as before. 0017 rewrote imported keys' shown forms: keys are stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -301,7 +301,56 @@ STORE_KEYS_AT = {
     "0014": insert_first_revision_keys,
     "0015": insert_first_revision_keys,
     "0016": insert_first_revision_keys,
+    "0017": insert_first_revision_keys,
 }
+
+
+def test_imported_keys_shown_by_a_part_of_their_secret_are_shown_by_their_digest(
+    app_on, new_database
+):
+    """0017: what 0013's service stored (8 characters and `...`) becomes the digest's form,
+    the prefix kept; `imported:` forms and native keys (no shown form) are left."""
+    database = new_database()
+    app = app_on(database)
+    digest = hashlib.sha256(b"any").digest()
+    stored = {1: "Zq8Rk2vN...", 2: "sk_live_...", 3: "imported:0123abcd"}
+    identifiers = [identifier for identifier, *_ in OLD_KEYS]
+    with app.app_context():
+        command.upgrade(alembic_config(), "0016")
+        insert_first_revision_keys(db.engine)
+        with db.engine.begin() as connection:
+            for key_id, shown in stored.items():
+                connection.execute(
+                    sa.text("UPDATE api_keys SET shown = :shown, digest = :digest WHERE id = :id"),
+                    {"shown": shown, "digest": bytes([key_id]) + digest[1:], "id": key_id},
+                )
+            # Key 1 made key 2 (an imported key's identifier, as 0013's service wrote it).
+            connection.execute(
+                sa.text("UPDATE api_keys SET created_by = :maker WHERE id = 2"),
+                {"maker": identifiers[0]},
+            )
+            connection.execute(
+                sa.text(
+                    "INSERT INTO audit_events (organization_id, at, action, actor, target,"
+                    " details) VALUES (1, :at, 'key.created', :actor, :target, '{}')"
+                ),
+                {
+                    "at": datetime(2026, 1, 2),
+                    "actor": identifiers[0] + "...",
+                    "target": identifiers[1] + "...",
+                },
+            )
+    upgrade(app)
+    with app.app_context(), db.engine.connect() as connection:
+        rows = dict(connection.execute(sa.text("SELECT id, shown FROM api_keys")).all())
+        makers = dict(connection.execute(sa.text("SELECT id, created_by FROM api_keys")).all())
+        [event] = connection.execute(sa.text("SELECT actor, target FROM audit_events")).all()
+    assert makers[2] == rows[1]
+    assert tuple(event) == (rows[1], rows[2])
+    hexes = {key_id: (bytes([key_id]) + digest[1:]).hex() for key_id in stored}
+    assert rows[1] == "imported:" + hexes[1][:8]
+    assert rows[2] == "sk_live_" + hexes[2][:4] + "..."
+    assert rows[3] == "imported:0123abcd"
 
 
 def test_allowed_ips_stored_in_ipv4_mapped_form_are_rewritten_in_ipv4_form(app_on, new_database):

@@ -76,7 +76,13 @@ class Named(Protocol):
 
 def actor_of(caller: Caller) -> str:
     """How an event names the key that acted: its shown value, never the key."""
-    return keyformat.shown(caller.identifier)
+    return caller.shown or keyformat.shown(caller.identifier)
+
+
+def _shown(identifier: str, key: Named | None) -> str:
+    """How an event names the key acted on: as every answer shows it (an imported key by
+    its own shown form)."""
+    return getattr(key, "shown", None) or keyformat.shown(identifier)
 
 
 def record(
@@ -110,7 +116,7 @@ def record(
             "at": utcnow(),
             "action": action,
             "actor": actor,
-            "target": target if action in _NOT_OF_A_KEY else keyformat.shown(target),
+            "target": target if action in _NOT_OF_A_KEY else _shown(target, target_key),
             "client_address": addresses.client_address() if has_request_context() else None,
             "details": details or {},
             "actor_name": None if actor_key is None else actor_key.name,
@@ -130,6 +136,13 @@ def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Pa
         raise ApiError(
             403, "forbidden", "Only a key that holds every scope may read the audit log."
         )
+    target = filters.get("target")
+    if target is not None and target.endswith(keyformat.SHOWN_SUFFIX):
+        # A key named by its identifier: its events name it as answers show it.
+        identifier = target.removesuffix(keyformat.SHOWN_SUFFIX)
+        key = queries.key_by_identifier(caller.organization_id, identifier)
+        if key is not None and key.shown:
+            filters["target"] = key.shown
     return events.events_page(caller.organization_id, page, page_size, **filters)
 
 

@@ -11,6 +11,8 @@ from app.http.arguments import PageArguments, Timestamp
 
 
 def _key_reference(value: str) -> None:
+    if value.startswith(keyformat.SHOWN_DIGEST):  # an imported key's shown form
+        return
     if not keyformat.is_identifier(value.removesuffix(keyformat.SHOWN_SUFFIX)):
         raise ValidationError(
             'Must name a key: its identifier, or its shown form ending in "...", as the '
@@ -28,8 +30,10 @@ class EventArguments(PageArguments):
     @post_load
     def shown_target(self, data: dict, **kwargs) -> dict:
         if "key" in data:
-            identifier = data.pop("key").removesuffix(keyformat.SHOWN_SUFFIX)
-            data["target"] = keyformat.shown(identifier)
+            key = data.pop("key")
+            identifier = key.removesuffix(keyformat.SHOWN_SUFFIX)
+            shown = key.startswith(keyformat.SHOWN_DIGEST)
+            data["target"] = key if shown else keyformat.shown(identifier)
         return data
 
 

@@ -50,6 +50,8 @@ class Caller(NamedTuple):
     # The identity that holds it (its id in the table; None: none), and what binds it
     # beyond its own limits: its makers' and its identity's (app/domain/bindings.py).
     identity_id: int | None = None
+    # An imported key's shown form (None: `<identifier>...`), as every answer names it.
+    shown: str | None = None
     bound_by: tuple[Bound, ...] = ()
     # The identity as the doors name it: its id and external id; None: none.
     identity: Identity | None = None

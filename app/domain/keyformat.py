@@ -15,8 +15,11 @@ A key made elsewhere and imported is any 16 to 256 printable ASCII
 characters: it is looked up by its digest like a native key, without a checksum to refuse it
 first (the failed-authentication limit per address is what bounds guessing). It has an
 identifier of its own, ``imported_`` and 12 random base62 characters, drawn here and never
-derived from the key; it is shown as its first 8 characters and ``...``, or, imported by its
-digest alone, as ``imported:`` and the first 8 hexadecimal digits of its digest.
+derived from the key. It is shown by its digest, never by a part of its secret: a key with
+a prefix (FOREIGN_PREFIX: one or two words of 2 to 8 lower case letters, each ended by `_`
+or `-`, 12 characters at most, then 16 or more: `sk_live_`, `ghp_`, `xoxb-`) as that prefix,
+the first 4 hexadecimal digits of its SHA-256 digest and ``...``; any other as
+``imported:`` and the first 8 hexadecimal digits of its digest.
 """
 
 from __future__ import annotations
@@ -52,10 +55,15 @@ MIN_FOREIGN_LENGTH = 16
 MAX_FOREIGN_LENGTH = 256
 _FOREIGN_KEY = re.compile(f"[\\x20-\\x7e]{{{MIN_FOREIGN_LENGTH},{MAX_FOREIGN_LENGTH}}}")
 IMPORTED_PREFIX = "imported_"
-# An imported key's shown form: so many of its first characters and `...`, or this and so
-# many hexadecimal digits of its digest.
+# An imported key's shown form: this and so many hexadecimal digits of its digest, or its
+# prefix and so many of them, then `...`.
 SHOWN_CHARACTERS = 8
 SHOWN_DIGEST = "imported:"
+SHOWN_AFTER_PREFIX = 4
+# What counts as a key's prefix, the public head of a key made elsewhere, at most so long
+# and followed by at least MIN_FOREIGN_LENGTH characters.
+FOREIGN_PREFIX = re.compile(r"(?:[a-z]{2,8}[_-]){1,2}")
+MAX_FOREIGN_PREFIX = 12
 
 
 def _base62(number: int, width: int) -> str:
@@ -103,16 +111,23 @@ def has_native_form(value: str, prefix: str) -> bool:
     return value.startswith(prefix)
 
 
+# The ids this service gives identities, webhook endpoints and deliveries (a prefix, then
+# base64url characters): public, so logs write them as they are, and never a key.
+PUBLIC_IDS = r"(?:id|ep)_[A-Za-z0-9_-]{16}|msg_[A-Za-z0-9_-]{24}"
+_PUBLIC_ID = re.compile(PUBLIC_IDS)
+
+
 def is_foreign_key(value: str, prefix: str) -> bool:
     """True when `value` may be a key made elsewhere (16 to 256 printable ASCII characters)
     and is not one of this service's form: neither a well-formed key, nor one with its shape
     and `prefix` and a wrong checksum, nor a key's shown form (`<identifier>...`: a name
-    of a key, never a key)."""
+    of a key, never a key), nor one of the service's public ids."""
     return (
         _FOREIGN_KEY.fullmatch(value) is not None
         and not has_native_form(value, prefix)
         and not is_full_key(value)
         and not is_shown_form(value)
+        and _PUBLIC_ID.fullmatch(value) is None
     )
 
 
@@ -128,14 +143,28 @@ def new_imported_identifier() -> str:
     return IMPORTED_PREFIX + _random(IDENTIFIER_RANDOM_LENGTH)
 
 
-def shown_foreign(full_key: str) -> str:
-    """How an imported key of a foreign format is shown: its first 8 characters and `...`."""
-    return full_key[:SHOWN_CHARACTERS] + SHOWN_SUFFIX
+def foreign_prefix(text: str, whole: bool = True) -> str:
+    """The prefix of a key made elsewhere (FOREIGN_PREFIX), or "" when it has none. `text`
+    is the key (`whole`), or only its head, as an older shown form kept it."""
+    found = FOREIGN_PREFIX.match(text)
+    if found is None or found.end() > MAX_FOREIGN_PREFIX:
+        return ""
+    if whole and len(text) - found.end() < MIN_FOREIGN_LENGTH:
+        return ""
+    return found.group()
 
 
-def shown_digest(key_digest: bytes) -> str:
-    """How a key imported by its digest alone is shown."""
+def shown_digest(key_digest: bytes, prefix: str = "") -> str:
+    """How an imported key is shown, from its digest and its prefix ("": none)."""
+    if prefix:
+        return prefix + key_digest.hex()[:SHOWN_AFTER_PREFIX] + SHOWN_SUFFIX
     return SHOWN_DIGEST + key_digest.hex()[:SHOWN_CHARACTERS]
+
+
+def shown_foreign(full_key: str) -> str:
+    """How an imported key of a foreign format is shown: by its digest, after its prefix
+    if it has one; never a part of its secret."""
+    return shown_digest(digest(full_key), foreign_prefix(full_key))
 
 
 def digest(full_key: str) -> bytes:
@@ -156,6 +185,14 @@ def is_identifier(value: str) -> bool:
 def shown(identifier: str) -> str:
     """The form in which list and get responses show a key."""
     return identifier + SHOWN_SUFFIX
+
+
+def shown_name(name: str) -> str:
+    """How a key named by another key's row (`created_by`) is shown: the name is its
+    identifier, or an imported key's shown form, kept as it is shown."""
+    if name.startswith(SHOWN_DIGEST) or name.endswith(SHOWN_SUFFIX):
+        return name
+    return shown(name)
 
 
 _SHOWN_FORM = re.compile(f"[A-Za-z0-9_]{{1,{MAX_IDENTIFIER_LENGTH}}}{re.escape(SHOWN_SUFFIX)}")
@@ -279,6 +316,17 @@ class _Line:
             self.run(part) if index % 2 else quote(part, safe="")
             for index, part in enumerate(parts)
         )
+
+
+def holds_full_key(text: str) -> bool:
+    """Whether `text` holds a full key of this service anywhere (its shape and checksum, as
+    masked() finds them), or a run too long to search within one line's budget."""
+    line = _Line()
+    for match in _RUN.finditer(text):
+        found = line.keys_in(match.group())
+        if found is None or found:
+            return True
+    return False
 
 
 def masked(text: str) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from app.domain import keyformat
+
 # An offset whose `+` a query string turned into a space: "2026-11-27T09:00:00 01:00".
 _SPACED_OFFSET = re.compile(r".*[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)? [0-9]{2}(:?[0-9]{2})?")
 
@@ -98,11 +100,26 @@ EXTERNAL_ID_MAX_LENGTH = 255
 EXTERNAL_ID = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
 
 
+# What a field of a person's text answers when it holds a key.
+HOLDS_A_KEY = (
+    "Holds a full API key: a key is never stored or shown as text. Revoke it if it was "
+    "meant to stay secret, and write its shown form (<identifier>...) instead."
+)
+
+
+def holds_no_key(value: str) -> None:
+    """A person's text (a name, an external id, metadata, a description) is stored and shown
+    as written: one that holds a full key of this service is refused."""
+    if keyformat.holds_full_key(value):
+        raise ValidationError(HOLDS_A_KEY)
+
+
 def external_id_field(**kwargs: Any) -> fields.String:
     """An identity's external id, or a reference to an identity (its id has the same form):
-    1 to 255 printable ASCII characters, no space at either end."""
+    1 to 255 printable ASCII characters, no space at either end, and no key in them."""
     return fields.String(
         validate=[
+            holds_no_key,
             validate.Length(min=1, max=EXTERNAL_ID_MAX_LENGTH),
             validate.Regexp(
                 EXTERNAL_ID,

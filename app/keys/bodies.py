@@ -30,7 +30,7 @@ def dump_key(key: Key) -> dict:
         "created": key.created,
         "updated": key.updated,
         "expires_at": key.expires_at,
-        "created_by": None if key.created_by is None else keyformat.shown(key.created_by),
+        "created_by": None if key.created_by is None else keyformat.shown_name(key.created_by),
         "enabled": key.enabled,
         "allowed_ips": key.allowed_ips,
         "rate_limit": key.rate_limit,

@@ -42,9 +42,6 @@ from app.storage.queries import HeldBy, Key
 
 _IDENTITIES = IdentityRow.__table__
 
-# A foreign key's shown form: 8 characters and `...`.
-_SHOWN_LENGTH = keyformat.SHOWN_CHARACTERS + len(keyformat.SHOWN_SUFFIX)
-
 
 def _entry(index: int) -> str:
     return f"keys[{index}]"
@@ -66,9 +63,9 @@ def require_importer(caller: Caller) -> None:
 def _made_as(data: dict) -> Imported:
     """How an entry is written: a key of this service's form keeps its identifier and
     shown form; another keeps the identifier an export gave it, else gets a random one, and
-    is shown as its first 8 characters and `...`, or, by its digest alone, as an export
-    showed it (`<identifier>...` of that identifier, or at most 8 characters and `...`) or
-    as `imported:` and 8 hexadecimal digits of its digest."""
+    is shown by its digest (keyformat.shown_digest), after its prefix if it has one (by its
+    digest alone: the prefix the export showed), or as an export showed it when that was
+    `<identifier>...` of that identifier."""
     full_key, digest = data["full_key"], data["digest"]
     identifier, given = data.get("identifier"), data["shown_as"]
     if full_key is not None and keyformat.is_full_key(full_key):
@@ -79,10 +76,8 @@ def _made_as(data: dict) -> Imported:
             shown = keyformat.shown_foreign(full_key)
         elif given == keyformat.shown(identifier):
             shown = None
-        elif given and given.endswith(keyformat.SHOWN_SUFFIX) and len(given) <= _SHOWN_LENGTH:
-            shown = given
-        else:
-            shown = keyformat.shown_digest(digest)
+        else:  # the export's prefix, if it showed one; never what else it showed
+            shown = keyformat.shown_digest(digest, keyformat.foreign_prefix(given or "", False))
     created = data.get("created") or utcnow()
     return Imported(identifier, digest, shown, created, data.get("last_used"))
 
@@ -175,7 +170,7 @@ def _write(
             data["kind"],
             data["scope_bits"],
             actor=audit.OPERATOR if caller is None else audit.actor_of(caller),
-            created_by=None if caller is None else caller.identifier,
+            created_by=None if caller is None else caller.shown or caller.identifier,
             **named,
             metadata=data.get("metadata"),
             enabled=data.get("enabled", True),

@@ -23,7 +23,13 @@ from marshmallow import (
 from app.domain import addresses, keyformat
 from app.domain.scopes import FIXED, KINDS, SCOPES, is_immutable, misfit, to_bits, to_names
 from app.domain.timestamps import utcnow
-from app.http.arguments import PageArguments, RateLimit, Timestamp, identity_reference
+from app.http.arguments import (
+    PageArguments,
+    RateLimit,
+    Timestamp,
+    holds_no_key,
+    identity_reference,
+)
 from app.quotas import service as quotas
 from app.quotas.schemas import Quota
 from app.storage.pages import ACTIVE, EXPIRED
@@ -79,6 +85,8 @@ _BIDI = re.compile(f"[{BIDI_CONTROLS}]")
 
 
 def _printable(value: str) -> None:
+    """A person's text: no control character, no bidirectional control, no full key."""
+    holds_no_key(value)
     if _UNPRINTABLE.search(value):
         raise ValidationError("Must not contain control characters.")
     if _BIDI.search(value):
@@ -344,7 +352,7 @@ class KeyOutput(Schema):
     updated = fields.String()
     expires_at = fields.String(allow_none=True)
     created_by = fields.Function(
-        lambda key: None if key.created_by is None else keyformat.shown(key.created_by)
+        lambda key: None if key.created_by is None else keyformat.shown_name(key.created_by)
     )
     enabled = fields.Boolean()
     allowed_ips = fields.List(fields.String())

@@ -153,7 +153,7 @@ def create_key(caller: Caller, data: dict) -> tuple[Key, str]:
         data["kind"],
         data["scope_bits"],
         actor=audit.actor_of(caller),
-        created_by=caller.identifier,
+        created_by=caller.shown or caller.identifier,
         **policy,
         metadata=data.get("metadata"),
         enabled=data.get("enabled", True),
@@ -316,7 +316,7 @@ def rotate_key(caller: Caller, key: Key, data: dict) -> tuple[Key, str]:
             key.kind,
             key.scope_bits,
             actor=actor,
-            created_by=caller.identifier,
+            created_by=caller.shown or caller.identifier,
             **policy,
             metadata=key.metadata,
             quota_counter=key.counter,  # the same holder's counts

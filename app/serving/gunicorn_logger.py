@@ -3,10 +3,12 @@ Only gunicorn loads this module; the application does not import gunicorn."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from gunicorn import glogging
 
+from app.domain import keyformat
 from app.serving.logs import MaskKeys
 
 # The line the service writes (gunicorn.conf.py's access_log_format), built directly.
@@ -16,13 +18,15 @@ LINE = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
 class GunicornLogger(glogging.Logger):
     """gunicorn's error and access logs with keys masked, whatever access_log_format asks:
     the Basic user name (which is the key) and the Authorization header are never printed,
-    and a key in the path or query shows as `<identifier>...` (gunicorn.conf.py)."""
+    a key of this service in the path, query or a header shows as `<identifier>...`, and
+    any other token a key could be as an imported key is shown (app/domain/lines.py)."""
 
     def setup(self, cfg) -> None:
         super().setup(cfg)
         for logger in (self.error_log, self.access_log):
             if not any(isinstance(f, MaskKeys) for f in logger.filters):
-                logger.addFilter(MaskKeys())
+                # The workers' KEY_PREFIX, as the environment gives it to them.
+                logger.addFilter(MaskKeys(os.environ.get("KEY_PREFIX") or keyformat.DEFAULT_PREFIX))
 
     def _get_user(self, environ) -> None:
         """The Basic user name is the key: not decoded at all (`%(u)s` shows `-`)."""

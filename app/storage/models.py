@@ -124,7 +124,8 @@ class ApiKey(db.Model):
     last_used: Mapped[datetime | None]
     # From this time on the key authenticates nothing; None: it never expires.
     expires_at: Mapped[datetime | None]
-    # The identifier of the key whose request made this one; None: the operator.
+    # The identifier of the key whose request made this one (an imported key's shown form,
+    # as every answer names it); None: the operator.
     created_by: Mapped[str | None] = mapped_column(String(64))
     # Policy (docs/design.md, "Key policy"). A disabled key authenticates nothing.
     enabled: Mapped[bool] = mapped_column(server_default=true())

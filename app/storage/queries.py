@@ -53,7 +53,8 @@ class Key(NamedTuple):
     updated: str
     last_used: str | None
     expires_at: str | None
-    created_by: str | None  # the identifier of the key that made it; None: the operator
+    # The identifier of the key that made it (an imported key's shown form); None: the operator.
+    created_by: str | None
     enabled: bool
     allowed_ips: list[str]
     rate_limit_requests: int | None

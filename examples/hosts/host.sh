@@ -23,6 +23,7 @@ case "${RATELIMIT_STORAGE_URI:-}" in
 esac
 mkdir -p "$2"
 export HOST="$1" INSTANCE_PATH="$(cd "$2" && pwd)"  # absolute: the next line changes folder
-export TRUSTED_PROXIES="${TRUSTED_PROXIES:-1}"  # the load balancer's X-Forwarded-For
+# The load balancer's address (here, this machine): only its X-Forwarded-For is believed.
+export TRUSTED_PROXIES="${TRUSTED_PROXIES:-127.0.0.1}"
 cd "$(dirname "$0")/../.."  # the project's folder: gunicorn.conf.py and .venv
 exec .venv/bin/python -OO -m gunicorn --pid "$INSTANCE_PATH/gunicorn.pid" wsgi:app
