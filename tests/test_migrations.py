@@ -282,7 +282,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # columns of api_keys with defaults (no identity, bound by nothing): keys are stored as before.
 # 0012 added idempotent_answers, a table of its own: keys are stored as before. 0013 added a
 # nullable column (an imported key's shown form): keys stored without it are shown as before.
-# 0014 added hosts and 0015 usage_batches, tables of their own: keys are stored as before.
+# 0014 added hosts, 0015 usage_batches and 0016 quota_grants, tables of their own: keys are
+# stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -299,6 +300,7 @@ STORE_KEYS_AT = {
     "0013": insert_first_revision_keys,
     "0014": insert_first_revision_keys,
     "0015": insert_first_revision_keys,
+    "0016": insert_first_revision_keys,
 }
 
 

@@ -23,7 +23,6 @@ from tests.server.test_redis_down import (
     assert_counts_unavailable,
     env_for,
     health,
-    own_redis,  # noqa: F401 (a fixture)
     pytestmark,  # noqa: F401 (skipped without redis-server)
     use,
 )
@@ -36,20 +35,33 @@ FLUSH = {"USAGE_FLUSH_SECONDS": "0.5"}
 WRITTEN_WITHIN = 30.0
 
 
-@pytest.fixture
-def volatile_redis(tmp_path):
-    folder = tmp_path / "volatile-redis"
+def redis_server(folder, persistent: bool):
     folder.mkdir()
-    server = OwnRedis(folder, persistent=False)
+    server = OwnRedis(folder, persistent)
     server.start()
     yield server
     server.stop()
 
 
+@pytest.fixture
+def kept_redis(tmp_path):
+    yield from redis_server(tmp_path / "redis", persistent=True)
+
+
+@pytest.fixture
+def volatile_redis(tmp_path):
+    yield from redis_server(tmp_path / "redis", persistent=False)
+
+
 def written(server, uses: int) -> None:
-    """Wait until the database holds `uses` uses let through."""
+    """Wait until the database holds `uses` uses let through of the keys with a quota or an
+    identity (not the manager's, which made them)."""
     deadline = time.monotonic() + WRITTEN_WITHIN
-    statement = "SELECT COALESCE(SUM(count), 0) FROM key_usage WHERE outcome = 'allowed'"
+    statement = (
+        "SELECT COALESCE(SUM(count), 0) FROM key_usage JOIN api_keys ON api_keys.id = key_id"
+        " WHERE outcome = 'allowed' AND scope = ''"
+        " AND (quota_requests IS NOT NULL OR identity_id IS NOT NULL)"
+    )
     while server.query(statement)[0][0] < uses:
         assert time.monotonic() < deadline, server.query(statement)
         time.sleep(0.2)
@@ -89,11 +101,11 @@ def spent_five_each(server) -> list[str]:
     return [lifetime, day, held]
 
 
-def test_a_flushed_redis_renews_no_quota(start_server, own_redis):
-    server = start_server(workers=3, env=env_for(own_redis) | FLUSH)
+def test_a_flushed_redis_renews_no_quota(start_server, kept_redis):
+    server = start_server(workers=3, env=env_for(kept_redis) | FLUSH)
     keys = spent_five_each(server)
     assert health(server)["counts"] == "ok"
-    client = redis.Redis(port=own_redis.port)
+    client = redis.Redis(port=kept_redis.port)
     client.flushdb()
     client.set(LOCK, "held by the test", ex=60)  # as if a worker were rebuilding
     for key in keys:
@@ -118,8 +130,8 @@ def test_a_redis_restarted_without_persistence_renews_no_quota(start_server, vol
     assert health(server)["counts"] == "ok"
 
 
-def test_a_grant_is_rebuilt_too(start_server, own_redis):
-    server = start_server(workers=3, env=env_for(own_redis) | FLUSH)
+def test_a_grant_is_rebuilt_too(start_server, kept_redis):
+    server = start_server(workers=3, env=env_for(kept_redis) | FLUSH)
     manager = sdk_key(server)
     key = key_with_quota(server, manager, {"requests": 4, "period": "lifetime"})
     assert allowed(server, key, 6) == 4
@@ -127,5 +139,5 @@ def test_a_grant_is_rebuilt_too(start_server, own_redis):
     assert granted.status == 200, granted.body
     assert allowed(server, key, 2) == 2
     written(server, 6)
-    redis.Redis(port=own_redis.port).flushdb()
+    redis.Redis(port=kept_redis.port).flushdb()
     assert allowed(server, key, 10) == 3
