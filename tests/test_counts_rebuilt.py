@@ -15,6 +15,7 @@ import redis
 
 from app.access import counting, policy, rebuild
 from app.usage import counter as usage_counter
+from tests.test_makers import made, use
 from tests.test_quotas import key_with
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "")
@@ -95,7 +96,7 @@ def test_while_another_worker_rebuilds_quotas_are_refused_and_health_says_so(
     assert statuses(client, unlimited, 2) == [204] * 2  # no quota: nothing to wait for
     assert health(client) == "rebuilding"
     connection.delete(lock(connection))
-    client.application.extensions["limits"].rebuild_at = 0  # its next try is now
+    client.application.extensions["limits"].rebuilder.retry_at = 0  # its next try is now
     assert health(client) == "ok"  # rebuilt by the check itself
     answer = client.get(f"/api/keys/{key[:15]}", auth=(org.sdk, ""))
     assert answer.json["quota_remaining"] == 7
@@ -113,6 +114,16 @@ def test_a_grant_is_rebuilt_with_the_uses(client, org, connection, grant):
     lose(connection)
     assert client.get(f"/api/keys/{key[:15]}", auth=(org.sdk, "")).json["quota_remaining"] == left
     assert statuses(client, key, 10) == [204] * left + [429] * (10 - left)
+
+
+def test_a_makers_quota_is_rebuilt_with_the_uses_of_the_keys_it_made(client, org, connection):
+    maker = made(client, org.sdk, quota={"requests": 6, "period": "week"})["key"]
+    child = made(client, maker)["key"]  # the maker's first use
+    assert [use(client, key).status_code for key in (maker, child, child)] == [200] * 3
+    written(client)
+    lose(connection)
+    assert [use(client, child).status_code for _ in range(3)] == [200, 200, 429]
+    assert use(client, maker).status_code == 429
 
 
 def test_uses_refused_before_spending_are_not_counted(client, org, connection):

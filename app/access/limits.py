@@ -46,14 +46,8 @@ RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
 RETRY_SECONDS = 10.0
 # Seconds between two log lines of one worker that names an outage of the storage.
 WARN_SECONDS = 60.0
-OK = "ok"
+OK = rebuild.OK
 DEGRADED = "degraded"
-# While Redis, which answers, has lost the quotas' counts and they are rebuilt
-# (app/access/rebuild.py).
-REBUILDING = "rebuilding"
-# A worker that could not rebuild the counts (another holds the lock, or the database
-# failed) tries again after this long.
-REBUILD_RETRY_SECONDS = 1.0
 # Where the application keeps what records a quota used up, called with the caller and the
 # Exhausted of its use (app/webhooks/announcements.py sets it; authentication calls it).
 EXHAUSTED = "quota_exhausted"
@@ -105,9 +99,10 @@ class Limits:
         self.retry_at = 0.0
         self.warned_at = 0.0
         self.owed = False  # a bump of the generation that the storage did not take
-        # Where Redis keeps the mark of the quotas' counts (counting.MARK).
+        # Where Redis keeps the mark of the quotas' counts (counting.MARK), and what
+        # rebuilds them when it has lost them.
         self.mark = f"{self.prefix}/{counting.MARK}"
-        self.rebuild_at = 0.0  # time.monotonic() before which this worker does not rebuild
+        self.rebuilder = rebuild.Rebuilder(self.storage, self.mark, self.quota_key, self.logger)
 
     def attempt(self, address: str) -> tuple[bool, int | None]:
         """One attempt to authenticate counted for `address`: whether it had some left, as
@@ -240,22 +235,12 @@ class Limits:
         """Redis has lost the quotas' counts (`operation()` raised counting.Lost): once
         this worker rebuilt them, `operation()` again; 503 `counts_unavailable` while another
         worker does (or the database fails)."""
-        if self._rebuild():
+        if self.rebuilder.rebuild():
             try:
                 return operation()
             except counting.Lost:
                 pass
         raise self.counts_unavailable()
-
-    def _rebuild(self) -> bool:
-        """The quotas' counts rebuilt by this worker (app/access/rebuild.py), unless it
-        tried in vain within REBUILD_RETRY_SECONDS: whether they are there now."""
-        if time.monotonic() < self.rebuild_at:
-            return False
-        if rebuild.rebuild(self.storage, self.mark, self.quota_key, self.logger):
-            return True
-        self.rebuild_at = time.monotonic() + REBUILD_RETRY_SECONDS
-        return False
 
     def _quota_storage(self) -> Storage:
         storage = self._storage()
@@ -288,7 +273,7 @@ class Limits:
     def state(self) -> str:
         """OK, DEGRADED while the shared storage does not answer (asked now unless this
         worker already counts elsewhere, where it is asked every RETRY_SECONDS), or
-        REBUILDING while Redis answers without the quotas' counts, which this worker then
+        rebuild.REBUILDING while Redis answers without the quotas' counts, which this worker then
         tries to rebuild."""
         if not self.shared:
             return OK
@@ -302,15 +287,11 @@ class Limits:
 
     def _rebuilt(self) -> str:
         """OK when Redis holds the quotas' counts (or they are rebuilt now), else
-        REBUILDING; DEGRADED when it fails meanwhile."""
-        if not counting.scripted(self.storage):
-            return OK
+        rebuild.REBUILDING; DEGRADED when it fails meanwhile."""
         try:
-            if rebuild.marked(self.storage, self.mark) or self._rebuild():
-                return OK
+            return self.rebuilder.state()
         except self.storage.base_exceptions:
             return DEGRADED
-        return REBUILDING
 
     def quota_key(self, counter: str, window: str) -> str:
         """Where the quota of the keys of `counter` (app/quotas) counts in `window`."""

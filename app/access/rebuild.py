@@ -33,6 +33,7 @@ from limits.storage import Storage
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.access.counting import scripted
 from app.domain import bindings, periods
 from app.domain.timestamps import utcnow
 from app.extensions import db
@@ -55,6 +56,41 @@ if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
 """
 
 QuotaKey = Callable[[str, str], str]
+OK = "ok"
+# The state of the counts (/healthz's `counts`) while they are rebuilt.
+REBUILDING = "rebuilding"
+# A worker that could not rebuild the counts (another holds the lock, or the database
+# failed) tries again after this long.
+RETRY_SECONDS = 1.0
+
+
+class Rebuilder:
+    """One worker's rebuilds of the quotas' counts in the Redis of `counts`, marked with
+    `mark`, their keys made by `quota_key`."""
+
+    def __init__(self, counts: Storage, mark: str, quota_key: QuotaKey, logger: Logger) -> None:
+        self.counts = counts
+        self.mark = mark
+        self.quota_key = quota_key
+        self.logger = logger
+        self.retry_at = 0.0  # time.monotonic() before which this worker does not try again
+
+    def rebuild(self) -> bool:
+        """The counts rebuilt (rebuild()), unless this worker tried in vain within
+        RETRY_SECONDS: whether they are there now."""
+        if time.monotonic() < self.retry_at:
+            return False
+        if rebuild(self.counts, self.mark, self.quota_key, self.logger):
+            return True
+        self.retry_at = time.monotonic() + RETRY_SECONDS
+        return False
+
+    def state(self) -> str:
+        """OK when Redis holds the counts, or they are rebuilt now (and where they are not
+        in Redis); REBUILDING otherwise. The storage's errors raised."""
+        if not scripted(self.counts) or marked(self.counts, self.mark) or self.rebuild():
+            return OK
+        return REBUILDING
 
 
 def marked(counts: Storage, mark: str) -> bool:
