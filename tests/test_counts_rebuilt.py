@@ -148,3 +148,13 @@ def test_a_redis_that_kept_its_counts_keeps_them(client, org, connection):
 def test_the_uses_that_spend_nothing_are_the_policys_refusals_before_spending():
     before = {policy.EXPIRED_KEY, policy.DISABLED_KEY, policy.IP_NOT_ALLOWED}
     assert set(rebuild.UNSPENT) == before | policy.SPENT
+
+
+def test_a_rate_limits_window_starts_again_and_is_served_meanwhile(client, org, connection):
+    """The rate limits' windows are not rebuilt: a loss lets through at most one window's
+    allowance more, and a key with a rate limit alone waits for no rebuild."""
+    key = key_with(client, org, rate_limit={"requests": 5, "seconds": 3600})["key"]
+    assert statuses(client, key, 3) == [204] * 3
+    lose(connection)
+    connection.set(lock(connection), "another worker", ex=60)
+    assert statuses(client, key, 6) == [204] * 5 + [429]
