@@ -13,8 +13,11 @@ import uuid
 import pytest
 import redis
 
+from app import create_app
 from app.access import counting, policy, rebuild
+from app.extensions import db
 from app.usage import counter as usage_counter
+from tests.test_database_down import UNREACHABLE
 from tests.test_makers import made, use
 from tests.test_quotas import key_with
 
@@ -33,6 +36,8 @@ def app_config() -> dict:
 
 @pytest.fixture
 def connection():
+    if not REDIS_URL:
+        pytest.skip("TEST_REDIS_URL is not set: Redis tests skipped")
     client = redis.Redis.from_url(REDIS_URL)
     yield client
     lose(client)
@@ -158,3 +163,21 @@ def test_a_rate_limits_window_starts_again_and_is_served_meanwhile(client, org, 
     lose(connection)
     connection.set(lock(connection), "another worker", ex=60)
     assert statuses(client, key, 6) == [204] * 5 + [429]
+
+
+def test_a_database_that_fails_leaves_the_counts_unrebuilt_and_the_lock_free(connection, caplog):
+    app = create_app(
+        {
+            "TESTING": True,
+            "SQLALCHEMY_DATABASE_URI": UNREACHABLE["sqlite"],
+            "RATELIMIT_STORAGE_URI": REDIS_URL,
+            "RATELIMIT_KEY_PREFIX": PREFIX,
+        }
+    )
+    limits = app.extensions["limits"]
+    with app.app_context():
+        assert limits.rebuilder.rebuild() is False
+        assert "could not be rebuilt: the database failed" in caplog.text
+        assert not connection.exists(lock(connection))
+        assert limits.state() == "rebuilding"  # not tried again within a second
+        db.engine.dispose()
