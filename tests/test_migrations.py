@@ -283,7 +283,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # 0012 added idempotent_answers, a table of its own: keys are stored as before. 0013 added a
 # nullable column (an imported key's shown form): keys stored without it are shown as before.
 # 0014 added hosts, 0015 usage_batches and 0016 retired_keys, tables of their own: keys are
-# stored as before. 0017 rewrote imported keys' shown forms: keys are stored as before.
+# stored as before. 0017 rewrote imported keys' shown forms: keys are stored as before. 0018
+# added quota_grants, a table of its own: keys are stored as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -302,6 +303,7 @@ STORE_KEYS_AT = {
     "0015": insert_first_revision_keys,
     "0016": insert_first_revision_keys,
     "0017": insert_first_revision_keys,
+    "0018": insert_first_revision_keys,
 }
 
 

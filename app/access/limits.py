@@ -15,19 +15,23 @@ spend a quota is refused with 503 `counts_unavailable`, since a quota counted af
 host would be renewed by the outage. Each worker asks Redis again every RETRY_SECONDS, and
 says in the log once a minute that it does not answer; the counts of the host's file are
 not carried into Redis when it answers again, and Redis's own continue. Only the storage's
-own errors switch over, never a client's request.
+own errors switch over, never a client's request. A Redis that answers without its data
+renews no quota either: the quotas' counts are rebuilt from the database first
+(app/access/rebuild.py), their uses refused with the same 503 meanwhile.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from flask import Flask, current_app
 from limits import RateLimitItem, RateLimitItemPerSecond, parse
 from limits.storage import Storage
 
-from app.access import counting, uses
+from app.access import counting, rebuild, uses
 from app.access.uses import OWN, QUOTA, KeyUse
 from app.domain.addresses import client_address
 from app.domain.credentials import Caller
@@ -42,11 +46,12 @@ RATES = (AUTH_FAILURES, PER_KEY, INTROSPECT)
 RETRY_SECONDS = 10.0
 # Seconds between two log lines of one worker that names an outage of the storage.
 WARN_SECONDS = 60.0
-OK = "ok"
+OK = rebuild.OK
 DEGRADED = "degraded"
 # Where the application keeps what records a quota used up, called with the caller and the
 # Exhausted of its use (app/webhooks/announcements.py sets it; authentication calls it).
 EXHAUSTED = "quota_exhausted"
+T = TypeVar("T")
 MESSAGES = {
     AUTH_FAILURES: "Too many failed authentications from this address; retry later.",
     PER_KEY: "Too many requests with this key; retry later.",
@@ -94,6 +99,10 @@ class Limits:
         self.retry_at = 0.0
         self.warned_at = 0.0
         self.owed = False  # a bump of the generation that the storage did not take
+        # Where Redis keeps the mark of the quotas' counts (counting.MARK), and what
+        # rebuilds them when it has lost them.
+        self.mark = f"{self.prefix}/{counting.MARK}"
+        self.rebuilder = rebuild.Rebuilder(self.storage, self.mark, self.quota_key, self.logger)
 
     def attempt(self, address: str) -> tuple[bool, int | None]:
         """One attempt to authenticate counted for `address`: whether it had some left, as
@@ -177,8 +186,12 @@ class Limits:
         storage = self._storage()
         if quota_bound and storage is self.fallback:
             raise self.counts_unavailable()
+        mark = self.mark if quota_bound else None
         try:
-            spent = counting.spend(storage, counters)
+            try:
+                spent = counting.spend(storage, counters, mark)
+            except counting.Lost:
+                spent = self._rebuilt_then(lambda: counting.spend(storage, counters, mark))
         except self.storage.base_exceptions:
             fallback = self._fall_back()
             if quota_bound:
@@ -188,30 +201,46 @@ class Limits:
 
     def count(self, key: str) -> int:
         """The count of the quota `key` in its current window (0: none); 503
-        `counts_unavailable` while the storage is silent, which alone holds it."""
+        `counts_unavailable` while the storage is silent, which alone holds it, or while its
+        counts are rebuilt."""
         try:
-            return self._quota_storage().get(key)
+            storage = self._quota_storage()
+            try:
+                return counting.count(storage, key, self.mark)
+            except counting.Lost:
+                return self._rebuilt_then(lambda: counting.count(storage, key, self.mark))
         except self.storage.base_exceptions:
             self._fall_back()
             raise self.counts_unavailable() from None
 
-    def add_count(self, key: str, expiry: float, amount: int) -> None:
-        """`amount` added to the quota `key`'s count, at once (a new window of `expiry`
-        seconds); 503 `counts_unavailable` while the storage is silent."""
+    def adjust(self, key: str, expiry: float, add: int = 0, to: int | None = None) -> int:
+        """The quota `key`'s count changed at once, `add` added to it or made `to` (a new
+        window of `expiry` seconds when it has none): by how much it changed. 503
+        `counts_unavailable` while the storage is silent, or its counts are rebuilt."""
         try:
-            self._quota_storage().incr(key, math.ceil(expiry), amount)
+            storage = self._quota_storage()
+
+            def adjusted() -> int:
+                return counting.adjust(storage, key, expiry, self.mark, add=add, to=to)
+
+            try:
+                return adjusted()
+            except counting.Lost:
+                return self._rebuilt_then(adjusted)
         except self.storage.base_exceptions:
             self._fall_back()
             raise self.counts_unavailable() from None
 
-    def set_count(self, key: str, expiry: float, count: int) -> None:
-        """The quota `key`'s count made `count` (a new window of `expiry` seconds when it has
-        none); 503 `counts_unavailable` while the storage is silent."""
-        try:
-            counting.set_count(self._quota_storage(), key, expiry, count)
-        except self.storage.base_exceptions:
-            self._fall_back()
-            raise self.counts_unavailable() from None
+    def _rebuilt_then(self, operation: Callable[[], T]) -> T:
+        """Redis has lost the quotas' counts (`operation()` raised counting.Lost): once
+        this worker rebuilt them, `operation()` again; 503 `counts_unavailable` while another
+        worker does (or the database fails)."""
+        if self.rebuilder.rebuild():
+            try:
+                return operation()
+            except counting.Lost:
+                pass
+        raise self.counts_unavailable()
 
     def _quota_storage(self) -> Storage:
         storage = self._storage()
@@ -242,17 +271,27 @@ class Limits:
         )
 
     def state(self) -> str:
-        """OK, or DEGRADED while the shared storage does not answer (asked now unless this
-        worker already counts elsewhere, where it is asked every RETRY_SECONDS)."""
+        """OK, DEGRADED while the shared storage does not answer (asked now unless this
+        worker already counts elsewhere, where it is asked every RETRY_SECONDS), or
+        rebuild.REBUILDING while Redis answers without the quotas' counts, which this worker then
+        tries to rebuild."""
         if not self.shared:
             return OK
         if self.fallback is None:
             if self.storage.check():  # `limits`' check: False for any error
-                return OK
+                return self._rebuilt()
             if not self.fallback_enabled:
                 return DEGRADED
             self._fall_back()
-        return DEGRADED if self._storage() is self.fallback else OK
+        return DEGRADED if self._storage() is self.fallback else self._rebuilt()
+
+    def _rebuilt(self) -> str:
+        """OK when Redis holds the quotas' counts (or they are rebuilt now), else
+        rebuild.REBUILDING; DEGRADED when it fails meanwhile."""
+        try:
+            return self.rebuilder.state()
+        except self.storage.base_exceptions:
+            return DEGRADED
 
     def quota_key(self, counter: str, window: str) -> str:
         """Where the quota of the keys of `counter` (app/quotas) counts in `window`."""

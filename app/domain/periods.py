@@ -39,6 +39,11 @@ def window(period: str, now: datetime) -> Window:
     return found
 
 
+def start(period: str, now: datetime) -> datetime | None:
+    """When the `period` that holds `now` began (None: a lifetime, which has no start)."""
+    return None if period == LIFETIME else _window(period, now)[0]
+
+
 def _window(period: str, now: datetime) -> tuple[datetime, Window]:
     """The start of the `period` (a calendar one) that holds `now`, and its Window."""
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)

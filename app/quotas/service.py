@@ -8,11 +8,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from flask import current_app
+from sqlalchemy import delete
 
 from app.access.limits import CountsUnavailable, Limits
 from app.domain import periods
 from app.domain.timestamps import utcnow
+from app.extensions import db
 from app.http.errors import ApiError
+from app.storage import database
+from app.storage.models import QuotaGrant
 
 
 def _limits() -> Limits:
@@ -41,6 +45,32 @@ def _counter(key: Limited, period: str) -> tuple[str, float, int | None]:
     return name, periods.seconds_left(window.end, now), reset
 
 
+def _changed(key: Limited, period: str, amount: int) -> None:
+    """What a grant changed of `key`'s count in the current `period` recorded, in the
+    session's transaction, for a count rebuilt from the usage (app/access/rebuild.py):
+    added to what its grants changed in that window, the rows of its earlier windows gone."""
+    if not amount:
+        return
+    window = periods.window(period, utcnow()).name
+    db.session.execute(
+        delete(QuotaGrant).where(
+            QuotaGrant.counter == key.counter,
+            QuotaGrant.window_name != window,
+            QuotaGrant.window_name != periods.LIFETIME,
+        )
+    )
+    dialect = db.session.get_bind().dialect.name
+    recorded = database.insert(QuotaGrant, dialect).values(
+        counter=key.counter, window_name=window, amount=amount
+    )
+    db.session.execute(
+        recorded.on_conflict_do_update(
+            index_elements=["counter", "window_name"],
+            set_={"amount": QuotaGrant.amount + recorded.excluded.amount},
+        )
+    )
+
+
 def used(key: Limited, period: str) -> int:
     """The uses `key` has spent in the current `period`."""
     name, _, _ = _counter(key, period)
@@ -65,7 +95,7 @@ def keep_used(key: Limited, period: str) -> None:
         return
     spent = used(key, key.quota_period)
     name, seconds, _ = _counter(key, period)
-    _limits().set_count(name, seconds, spent)
+    _changed(key, period, _limits().adjust(name, seconds, to=spent))
 
 
 def grant(key: Limited, data: dict) -> tuple[int, int]:
@@ -78,12 +108,15 @@ def grant(key: Limited, data: dict) -> tuple[int, int]:
     name, seconds, _ = _counter(key, key.quota_period)
     spent = _limits().count(name)
     before = max(0, key.quota_requests - spent)
+    changed = 0
     if "add" in data:
         if spent > key.quota_requests:  # a quota lowered below what was used: none left
-            _limits().set_count(name, seconds, key.quota_requests)
-        _limits().add_count(name, seconds, -data["add"])  # atomic: uses meanwhile still count
+            changed += _limits().adjust(name, seconds, to=key.quota_requests)
+        # atomic: uses meanwhile still count
+        changed += _limits().adjust(name, seconds, add=-data["add"])
         after = before + data["add"]
     else:
-        _limits().set_count(name, seconds, key.quota_requests - data["set_remaining"])
+        changed += _limits().adjust(name, seconds, to=key.quota_requests - data["set_remaining"])
         after = data["set_remaining"]
+    _changed(key, key.quota_period, changed)
     return before, after

@@ -1,9 +1,11 @@
 """GET /healthz: no authentication; 200 when the database answers, 503 when it does not, or
 when this host counts its limits in its own file while another host serves the same
 database (app/serving/hosts.py).
-Its `counts` says whether the limits are counted where they should be: "ok", or "degraded"
+Its `counts` says whether the limits are counted where they should be: "ok", "degraded"
 while Redis does not answer (app/access/limits.py: rate limits counted in this host's file,
-quotas refused), which is no reason to take the host out of service."""
+quotas refused), or "rebuilding" while Redis answers without the quotas' counts, which are
+rebuilt from the database (app/access/rebuild.py; quotas refused meanwhile): neither is a
+reason to take the host out of service."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ bp = Blueprint("health", __name__)
     Operation(
         "Health",
         "200 when the database answers, 503 when it does not. No authentication. `counts`:"
-        ' "degraded" while the limits\' storage (Redis) does not answer.',
+        ' "degraded" while the limits\' storage (Redis) does not answer, "rebuilding" while'
+        " Redis answers without the quotas' counts, which are rebuilt from the database.",
         200,
         "The database answers.",
         ANY_REQUEST,
@@ -32,7 +35,7 @@ bp = Blueprint("health", __name__)
             "type": "object",
             "properties": {
                 "status": {"const": "ok"},
-                "counts": {"enum": ["ok", "degraded"]},
+                "counts": {"enum": ["ok", "degraded", "rebuilding"]},
             },
             "required": ["status", "counts"],
         },

@@ -34,9 +34,9 @@ from app.serving import metrics
 from app.storage.models import Host
 
 EXTENSION = "hosts"
-# Where the application keeps how its limits are counted: a function that answers "ok" or
-# "degraded" (app/access/limits.py's Limits.state, set by its init_app; serving imports
-# nothing of access), asked by /healthz and by each heartbeat.
+# Where the application keeps how its limits are counted: a function that answers "ok",
+# "degraded" or "rebuilding" (app/access/limits.py's Limits.state, set by its init_app;
+# serving imports nothing of access), asked by /healthz and by each heartbeat.
 COUNTS_STATE = "counts_state"
 HEARTBEATS = 3  # a host not seen for this many heartbeats no longer serves
 WARN_SECONDS = 60.0

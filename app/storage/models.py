@@ -266,6 +266,20 @@ class UsageBatch(db.Model):
     written: Mapped[datetime] = mapped_column(index=True)
 
 
+class QuotaGrant(db.Model):
+    """What the grants of a quota (POST /api/keys/<key>/quota) and the changes of its period
+    changed of its count in one window, in total (negative: uses given): a count rebuilt
+    from the usage after Redis lost its counts (app/access/rebuild.py) keeps them. A
+    counter's rows of its earlier windows are removed by its next grant."""
+
+    __tablename__ = "quota_grants"
+
+    # The counter (a key's lineage, `identity:` and an identity's id) and its window's name.
+    counter: Mapped[str] = mapped_column(String(80), primary_key=True)
+    window_name: Mapped[str] = mapped_column(String(20), primary_key=True)
+    amount: Mapped[int]
+
+
 class WebhookEndpoint(db.Model):
     """Where an organization's key events are sent (app/webhooks), with the secret that
     signs them: kept as it is, since signing needs it (a digest could not sign)."""

@@ -35,12 +35,14 @@ PAUSED_ANSWER_WITHIN = 5.0
 
 class OwnRedis:
     """A redis-server of the test's own, on a free port, keeping its keys on disk at each
-    write, so that one killed and started again has every count it acknowledged."""
+    write, so that one killed and started again has every count it acknowledged; or, not
+    `persistent`, keeping nothing, so that one started again has lost every key."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, persistent: bool = True) -> None:
         self.folder = folder
         self.port = free_port()
         self.process: subprocess.Popen | None = None
+        self.persistent = persistent
 
     @property
     def url(self) -> str:
@@ -48,8 +50,11 @@ class OwnRedis:
 
     def start(self) -> None:
         command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        command += ["--dir", str(self.folder), "--save", "", "--appendonly", "yes"]
-        command += ["--appendfsync", "always"]
+        command += ["--dir", str(self.folder), "--save", ""]
+        if self.persistent:
+            command += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            command += ["--appendonly", "no"]
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )

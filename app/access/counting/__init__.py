@@ -52,37 +52,56 @@ def scripted(counts: Storage) -> bool:
 
 
 # Redis: every counter's count read, then each incremented only if none is spent, in one
-# script (atomic in Redis). ARGV: each counter's window length and limit.
+# script (atomic in Redis). ARGV: each counter's window length and limit. A KEYS[n + 1] past
+# the n counters is the mark of the counts (MARK): without it, nothing is counted and the
+# script answers {-1} (LOST).
 _SPEND = """
+local n = #ARGV / 2
+if #KEYS > n and redis.call('exists', KEYS[n + 1]) == 0 then return {-1} end
 local counts, ends, refused = {}, {}, 0
-for i, key in ipairs(KEYS) do
-  counts[i] = tonumber(redis.call('get', key) or '0')
+for i = 1, n do
+  counts[i] = tonumber(redis.call('get', KEYS[i]) or '0')
   if refused == 0 and counts[i] >= tonumber(ARGV[2 * i]) then refused = i end
 end
 if refused == 0 then
-  for i, key in ipairs(KEYS) do
-    counts[i] = redis.call('incr', key)
-    if redis.call('ttl', key) == -1 then redis.call('expire', key, ARGV[2 * i - 1]) end
+  for i = 1, n do
+    counts[i] = redis.call('incr', KEYS[i])
+    if redis.call('ttl', KEYS[i]) == -1 then redis.call('expire', KEYS[i], ARGV[2 * i - 1]) end
   end
 end
-for i, key in ipairs(KEYS) do ends[i] = redis.call('pttl', key) end
+for i = 1, n do ends[i] = redis.call('pttl', KEYS[i]) end
 return {refused, counts, ends}
 """
+LOST = -1
+# Where Redis keeps the mark of the counts, under the limits' prefix: written once they are
+# all there (app/access/rebuild.py), so that a Redis without it has lost them (a restart
+# without persistence, a FLUSHDB, a failover to an empty replica), or never had them.
+MARK = "counts"
 
 
-def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
+class Lost(Exception):
+    """Redis answers without the mark of its counts: the quotas' counts are to be rebuilt
+    before any is spent, read or granted (app/access/rebuild.py)."""
+
+
+def spend(counts: Storage, counters: Sequence[Counter], mark: str | None = None) -> Spent:
     """One use counted by every counter, or by none when one of them has no use left in
-    its window (docs/design.md, "Promises kept by default": all or nothing): a key's own rate limit
-    and its quota, one decision under one lock (one script in Redis). Another storage of `limits`
-    (a Redis cluster included) is asked counter by counter, which is exact for each but
-    not all or nothing."""
+    its window (all or nothing): a key's own rate limit and its quota, one decision under
+    one lock (one script in Redis). Another storage of `limits` (a Redis cluster included)
+    is asked counter by counter, which is exact for each but not all or nothing. With a
+    `mark` (a quota among the counters), Lost when Redis has lost its counts: none counted."""
     if isinstance(counts, HostCounts | MemoryCounts):
         return counts.spend(counters)
     if scripted(counts):
         keys = [counts.prefixed_key(counter.key) for counter in counters]
+        if mark is not None:
+            keys.append(counts.prefixed_key(mark))
         arguments = [value for c in counters for value in (max(1, math.ceil(c.expiry)), c.limit)]
         script = counts.get_connection().register_script(_SPEND)
-        refused, found, ttls = script(keys, arguments)
+        answer = script(keys, arguments)
+        if answer[0] == LOST:
+            raise Lost
+        refused, found, ttls = answer
         now = time.time()
         ends = [now + max(ttl, 0) / 1000 for ttl in ttls]
         return Spent(None if refused == 0 else refused - 1, [int(c) for c in found], ends)
@@ -91,6 +110,57 @@ def spend(counts: Storage, counters: Sequence[Counter]) -> Spent:
     if refused is None:
         found = [counts.incr(c.key, math.ceil(c.expiry)) for c in counters]
     return Spent(refused, found, [counts.get_expiry(counter.key) for counter in counters])
+
+
+def count(counts: Storage, key: str, mark: str) -> int:
+    """The count of `key` in its current window (0: none); Lost when Redis has lost its
+    counts (read with the mark, in one round trip; a Redis cluster, whose keys may live on
+    different nodes, is read without it)."""
+    if not scripted(counts):
+        return counts.get(key)
+    found, marked = counts.get_connection().mget(
+        [counts.prefixed_key(key), counts.prefixed_key(mark)]
+    )
+    if marked is None:
+        raise Lost
+    return int(found or 0)
+
+
+# Redis: the count of KEYS[1] changed, as ARGV[1] says ('add': by ARGV[2]; 'set': to
+# ARGV[2]), in its current window or a new one of ARGV[3] seconds, unless Redis has lost
+# the mark of its counts (KEYS[2]): {1, before, after}, or {0} then.
+_ADJUST = """
+if redis.call('exists', KEYS[2]) == 0 then return {0} end
+local before = tonumber(redis.call('get', KEYS[1]) or '0')
+local after = tonumber(ARGV[2])
+if ARGV[1] == 'add' then after = before + after end
+if redis.call('ttl', KEYS[1]) > 0 then
+  redis.call('set', KEYS[1], after, 'keepttl')
+else
+  redis.call('set', KEYS[1], after, 'ex', ARGV[3])
+end
+return {1, before, after}
+"""
+
+
+def adjust(counts: Storage, key: str, expiry: float, mark: str, add: int = 0, to=None) -> int:
+    """`key`'s count changed in its current window (a new one of `expiry` seconds when it
+    has none): `add` added to it, or made `to`; by how much it changed. Lost when Redis has
+    lost its counts."""
+    if isinstance(counts, RedisStorage):
+        script = counts.get_connection().register_script(_ADJUST)
+        keys = [counts.prefixed_key(key), counts.prefixed_key(mark)]
+        mode, value = ("add", add) if to is None else ("set", to)
+        answer = script(keys, [mode, value, max(1, math.ceil(expiry))])
+        if not answer[0]:
+            raise Lost
+        return int(answer[2]) - int(answer[1])
+    if to is None:
+        counts.incr(key, math.ceil(expiry), amount=add)
+        return add
+    before = counts.get(key)
+    set_count(counts, key, expiry, to)
+    return to - before
 
 
 def set_count(counts: Storage, key: str, expiry: float, count: int) -> None:
