@@ -51,3 +51,19 @@ def test_a_percent_encoded_slash_names_the_same_identity(client, org):
     made = new_identity(client, org, external_id="acme corp/42")
     read = client.get("/api/identities/external_id:acme%20corp%2F42", auth=(org.sdk, ""))
     assert (read.status_code, read.json) == (200, made)
+
+
+def test_a_taken_external_id_is_refused_naming_the_identity_that_has_it(client, org):
+    holder = new_identity(client, org, external_id="team/backend")
+    other = new_identity(client, org, external_id="team/frontend")
+    for answer in (
+        client.post("/api/identities", json={"external_id": "team/backend"}, auth=(org.sdk, "")),
+        client.put(
+            f"/api/identities/{other['id']}",
+            json={"external_id": "team/backend"},
+            auth=(org.sdk, ""),
+        ),
+    ):
+        assert (answer.status_code, answer.json["code"]) == (409, "identity_exists")
+        assert answer.json["identity"] == holder["id"]
+        assert holder["id"] in answer.json["detail"]
