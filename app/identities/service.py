@@ -282,4 +282,5 @@ def _record(action: str, caller: Caller, identity: Identity, details: dict[str, 
         target=identity.id,
         details=details,
         actor_key=caller,
+        target_name=identity.name,
     )
