@@ -5,15 +5,17 @@ are JSON, and its example event has the key object's fields in their order."""
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import re
 import sys
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from standardwebhooks import Webhook
 from werkzeug.serving import make_server
 
 from app.audit.outbox import EVENT_TYPES
@@ -132,3 +134,20 @@ def test_the_receiver_accepts_every_event_type(app, client, org, clock, monkeypa
     finally:
         receiver.shutdown()
         receiver.server_close()
+
+
+def test_the_receiver_accepts_a_type_it_does_not_know(monkeypatch):
+    """A type added later is accepted (2xx), not answered 500 and sent again for a day."""
+    secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    monkeypatch.setenv("WEBHOOK_SECRET", secret)
+    monkeypatch.delitem(sys.modules, "examples.webhooks.receiver", raising=False)
+    example = importlib.import_module("examples.webhooks.receiver")
+    body = json.dumps({"type": "organization.renamed", "timestamp": "x", "data": {}})
+    now = datetime.now(UTC)
+    signature = Webhook(secret).sign("msg_1", now, body)
+    headers = {"webhook-id": "msg_1", "webhook-timestamp": str(int(now.timestamp()))}
+    answer = example.app.test_client().post(
+        "/api-keys", data=body, headers=headers | {"webhook-signature": signature}
+    )
+    assert answer.status_code == 204
+    assert example.seen == [("msg_1", "organization.renamed", None)]
