@@ -1,5 +1,6 @@
 # `make run` serves the API on 127.0.0.1:5000; `make test` runs the whole suite.
-# Both create the virtual environment and install the project first when needed.
+# Both create the virtual environment and install first what they need: `make run` the
+# serving dependencies only, `make test` the development tools too (`make install`).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,24 +16,34 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11 or newer is needed: make PYTHON=python3.12 ...")'
 	$(PYTHON) -m venv --upgrade-deps $(VENV)
 
-# Reinstalled whenever pyproject.toml changes. The workers' interpreter is optimized (-OO,
-# below): their bytecode is compiled here, as pip compiles the plain one (a worker that
+# Two installs, each redone whenever pyproject.toml changes: what serving needs (`make run`,
+# `make dev`: the project, with the Redis client that many hosts count with), and on top of
+# it the development tools (`make install`, `make test`, `make lint`: pytest, ruff, the
+# browser driver, ...), which a server never imports. The workers' interpreter is optimized
+# (-OO, below): their bytecode is compiled here, as pip compiles the plain one (a worker that
 # compiled its imports itself would peak 3 MiB higher).
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+SERVING := $(VENV)/.installed-serving
+DEVELOPMENT := $(VENV)/.installed-dev
+
+$(SERVING): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[redis]'
 	$(BIN)/python -OO -m compileall -q -j 0 $(VENV)/lib app >/dev/null
 	@touch $@
 
-install: $(VENV)/.installed
+$(DEVELOPMENT): pyproject.toml $(SERVING)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+install: $(DEVELOPMENT)
 
 # gunicorn's interpreter optimized (-OO): a worker holds no docstring, 4.8 MiB less each
 # (bench/README.md, "A worker's memory"); the commands (flask, the first start) keep theirs.
-run: install
+run: $(SERVING)
 	$(BIN)/python -OO -m compileall -q app
 	$(BIN)/flask --app app db upgrade
 	HOST=$(HOST) PORT=$(PORT) $(if $(WORKERS),WEB_CONCURRENCY=$(WORKERS)) $(BIN)/python -OO -m gunicorn wsgi:app
 
-dev: install
+dev: $(SERVING)
 	$(BIN)/flask --app app first-start
 	$(BIN)/flask --app app run --debug --host $(HOST) --port $(PORT)
 

@@ -1,5 +1,5 @@
 """The operator's commands: `flask first-start`, `flask org create`, `flask org list`,
-`flask org policy`, `flask key create`, `flask key list`, `flask key delete`,
+`flask org policy`, `flask keys create`, `flask keys list`, `flask keys delete`,
 `flask keys import`, `flask keys export`, `flask audit export`."""
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from app.storage import queries
 from app.storage.database import register_migrations
 
 org = AppGroup("org", help="Manage organizations.")
-key = AppGroup("key", help="Mint, list and delete keys as the operator.")
+# `flask key ...`, the old name of `flask keys`' create, list and delete: still answers,
+# unlisted.
+key = AppGroup("key", hidden=True, help="The old name of `flask keys`.")
 audit_log = AppGroup("audit", help="Read the audit log.")
 
 
@@ -208,7 +210,7 @@ def organization_policy_command(
         click.echo("\n".join(_describe_policy(organization)))
 
 
-@key.command("create")
+@keys.command("create")
 @click.option("--org", "organization", required=True, help="The organization's name.")
 @click.option("--kind", required=True, help="One of: " + ", ".join(KINDS) + ".")
 @click.option("--name", required=True, help="The key's display name.")
@@ -250,7 +252,7 @@ def create_key(
         _show(f'Created a key in organization "{organization}".', [created], False, organization)
 
 
-@key.command("list")
+@keys.command("list")
 @click.argument("organization")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def list_keys(organization: str, as_json: bool) -> None:
@@ -273,7 +275,7 @@ def list_keys(organization: str, as_json: bool) -> None:
     click.echo(f'{count} {"key" if count == 1 else "keys"} in organization "{organization}".')
 
 
-@key.command("delete")
+@keys.command("delete")
 @click.argument("organization")
 @click.argument("reference", metavar="KEY")
 def delete_key(organization: str, reference: str) -> None:
@@ -329,6 +331,8 @@ def register(app: Flask) -> None:
     commands.commands.update(app.cli.commands)
     app.cli = commands
     app.cli.add_command(org)
+    for name in ("create", "list", "delete"):
+        key.add_command(keys.commands[name])
     app.cli.add_command(key)
     app.cli.add_command(audit_log)
     app.cli.add_command(keys)

@@ -50,7 +50,7 @@ def main() -> None:
     flask = [str(BIN / "flask"), "--app", "app"]
     first_start = [*flask, "first-start"]
     subprocess.run(first_start, cwd=PROJECT, env=env, check=True, capture_output=True)  # noqa: S603
-    create = [*flask, "key", "create", "--org", "default", "--kind", "sdk_integration"]
+    create = [*flask, "keys", "create", "--org", "default", "--kind", "sdk_integration"]
     created = subprocess.run(  # noqa: S603 (flask, with arguments of our own)
         [*create, "--name", "memory", "--json"],
         cwd=PROJECT,

@@ -5,6 +5,7 @@ import json
 
 KEY_FIELDS = (
     "key",
+    "identifier",
     "name",
     "kind",
     "scopes",

@@ -172,7 +172,7 @@ def test_export_refusals_are_one_line_and_exit_1(org, runner, args):
 
 def test_cli_minted_keys_are_recorded_as_the_operators(client, org, runner):
     result = runner.invoke(
-        args=["key", "create", "--org", "acme", "--kind", "telemetry", "--name", "r"]
+        args=["keys", "create", "--org", "acme", "--kind", "telemetry", "--name", "r"]
     )
     assert result.exit_code == 0, result.output
     newest = events(client, org.sdk)["data"][0]

@@ -1,4 +1,4 @@
-"""The operator's commands, `flask org create` and `flask key create` (docs/design.md,
+"""The operator's commands, `flask org create` and `flask keys create` (docs/design.md,
 "Organizations and the first start").
 
 Each command runs through Flask's CLI runner on the test's database; what it prints is
@@ -199,13 +199,13 @@ def test_org_list_on_an_empty_database_says_so(runner):
     assert "no organization" in result.stdout
 
 
-# --- key create ---------------------------------------------------------------------------
+# --- keys create --------------------------------------------------------------------------
 
 
 def test_key_create_mints_a_key_whose_printed_value_authenticates(runner, client, org):
     before = key_count(client, org.sdk)
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
+        runner, "keys", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
         "--scope", "monitor:read", "--scope", "site:write",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -220,7 +220,7 @@ def test_key_create_mints_a_key_whose_printed_value_authenticates(runner, client
 
 def test_key_create_says_the_key_will_not_be_shown_again(runner, org):
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
+        runner, "keys", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
         "--scope", "monitor:read",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -232,7 +232,7 @@ def test_key_create_says_the_key_will_not_be_shown_again(runner, org):
 
 def test_key_create_json_prints_the_key_object_with_the_full_key(runner, client, org):
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
+        runner, "keys", "create", "--org", "acme", "--kind", "custom", "--name", "Recovery",
         "--scope", "site:write", "--scope", "monitor:read", "--scope", "site:write", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -265,7 +265,7 @@ def test_key_create_mints_fixed_kinds_with_their_fixed_scopes(
 ):
     options = [part for scope in scopes for part in ("--scope", scope)]
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", kind, "--name", "k", *options, "--json"
+        runner, "keys", "create", "--org", "acme", "--kind", kind, "--name", "k", *options, "--json"
     )
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
@@ -284,7 +284,7 @@ def test_key_create_with_expires_at_mints_a_key_that_expires_then(
     runner, client, org, given, shown
 ):
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "telemetry", "--name", "Temporary",
+        runner, "keys", "create", "--org", "acme", "--kind", "telemetry", "--name", "Temporary",
         "--expires-at", given, "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -298,7 +298,7 @@ def test_key_create_with_expires_at_mints_a_key_that_expires_then(
     [("expiry in the past", "future"), ("expiry without an offset", "offset")],
 )
 def test_key_create_refuses_a_bad_expiry_naming_it(runner, org, case, word):
-    result = invoke(runner, "key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case])
+    result = invoke(runner, "keys", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case])
     assert result.exit_code == 1
     assert "expires_at" in result.stderr and word in result.stderr, result.stderr
 
@@ -310,7 +310,7 @@ def test_key_create_mints_a_key_even_when_the_organization_has_no_keys_left(runn
         assert client.delete(f"/api/keys/{reference}", auth=(org.sdk, "")).status_code == 204
     assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 401
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "Back in",
+        runner, "keys", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "Back in",
         "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -355,7 +355,7 @@ def test_key_create_refusal_is_one_line_on_stderr_exit_1_and_writes_nothing(
 ):
     before_api = key_count(client, org.sdk)
     before = counts(sql)
-    args = ["key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case]]
+    args = ["keys", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case]]
     result = invoke(runner, *args, *(["--json"] if as_json else []))
     assert_refused(result, sql, before)
     assert key_count(client, org.sdk) == before_api
@@ -372,7 +372,7 @@ def test_key_create_refusal_is_one_line_on_stderr_exit_1_and_writes_nothing(
     ],
 )
 def test_key_create_refusal_names_what_is_wrong(runner, org, case, word):
-    result = invoke(runner, "key", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case])
+    result = invoke(runner, "keys", "create", "--name", "Recovery", *REFUSED_KEY_CREATE[case])
     assert result.exit_code == 1
     assert word in result.stderr, result.stderr
 
@@ -381,7 +381,7 @@ def test_key_create_refusal_names_what_is_wrong(runner, org, case, word):
 def test_key_create_with_an_invalid_name_is_refused_and_writes_nothing(runner, sql, org, name):
     before = counts(sql)
     result = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "custom", "--name", name,
+        runner, "keys", "create", "--org", "acme", "--kind", "custom", "--name", name,
         "--scope", "monitor:read",
     )  # fmt: skip
     assert_refused(result, sql, before)
@@ -394,7 +394,7 @@ def test_key_create_with_an_invalid_organization_name_is_refused_in_one_line(
     """Refused before the database is asked (PostgreSQL cannot even compare a NUL)."""
     before = counts(sql)
     result = invoke(
-        runner, "key", "create", "--org", organization, "--kind", "telemetry", "--name", "t"
+        runner, "keys", "create", "--org", organization, "--kind", "telemetry", "--name", "t"
     )
     assert_refused(result, sql, before)
     assert result.stderr.startswith("Error: --org:"), result.stderr
@@ -413,7 +413,7 @@ def test_first_start_makes_default_once_and_shows_its_keys_once(runner, client, 
     assert [name for (name,) in sql("SELECT name FROM organizations")] == ["default"]
 
 
-# --- the operator's key list and delete (issue 36) -------------------------------------------
+# --- the operator's keys list and delete (issue 36) ------------------------------------------
 
 
 def test_key_list_shows_every_key_of_the_organization_and_never_a_full_key(
@@ -427,7 +427,7 @@ def test_key_list_shows_every_key_of_the_organization_and_never_a_full_key(
         auth=(org.sdk, ""),
     ).json
     monkeypatch.setattr(operator, "_OPERATOR_PAGE", 2)  # read in pages, each key once
-    result = invoke(runner, "key", "list", "acme")
+    result = invoke(runner, "keys", "list", "acme")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert [line.split("\t")[:3] for line in lines[:-1]] == [
@@ -438,7 +438,7 @@ def test_key_list_shows_every_key_of_the_organization_and_never_a_full_key(
     assert lines[2].split("\t")[3:] == ["monitor:read site:read", "last used never"]
     assert lines[-1] == '3 keys in organization "acme".'
     assert printed_keys(result.output) == []
-    as_json = json.loads(invoke(runner, "key", "list", "acme", "--json").stdout)
+    as_json = json.loads(invoke(runner, "keys", "list", "acme", "--json").stdout)
     assert as_json["organization"] == "acme"
     listed = client.get("/api/keys", auth=(org.sdk, "")).json["data"]
     assert as_json["keys"] == listed
@@ -447,7 +447,7 @@ def test_key_list_shows_every_key_of_the_organization_and_never_a_full_key(
 @pytest.mark.parametrize("args", [["nobody"], [""], ["nul\x00here"]])
 def test_key_list_refusals_are_one_line(runner, sql, org, args):
     before = counts(sql)
-    assert_refused(invoke(runner, "key", "list", *args), sql, before)
+    assert_refused(invoke(runner, "keys", "list", *args), sql, before)
 
 
 @pytest.mark.parametrize("form", ["identifier", "shown", "full"])
@@ -457,7 +457,7 @@ def test_key_delete_ends_a_key_and_records_it_as_the_operators(runner, client, o
         "shown": identifier_of(org.sdk) + "...",
         "full": org.sdk,
     }[form]
-    result = invoke(runner, "key", "delete", "acme", reference)
+    result = invoke(runner, "keys", "delete", "acme", reference)
     assert result.exit_code == 0, result.output
     assert result.output == (
         f'Deleted SDK Integration ({identifier_of(org.sdk)}..., sdk_integration) of "acme".\n'
@@ -465,7 +465,7 @@ def test_key_delete_ends_a_key_and_records_it_as_the_operators(runner, client, o
     assert client.get("/api/keys", auth=(org.sdk, "")).status_code == 401
     # Every managing key lost: the operator mints one, which reads the log.
     minted = invoke(
-        runner, "key", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "R"
+        runner, "keys", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "R"
     )
     (recovery,) = printed_keys(minted.output)
     deleted = client.get("/api/audit?action=key.deleted", auth=(recovery, "")).json["data"]
@@ -485,14 +485,14 @@ def test_key_delete_ends_a_key_and_records_it_as_the_operators(runner, client, o
 )
 def test_key_delete_refusals_are_one_line_and_delete_nothing(runner, sql, org, args, said):
     before = counts(sql)
-    result = invoke(runner, "key", "delete", *args)
+    result = invoke(runner, "keys", "delete", *args)
     assert_refused(result, sql, before)
     assert said in result.stderr
 
 
 def test_key_delete_of_another_organizations_key_deletes_nothing(runner, sql, org, other_org):
     before = counts(sql)
-    result = invoke(runner, "key", "delete", "acme", other_org.sdk)
+    result = invoke(runner, "keys", "delete", "acme", other_org.sdk)
     assert_refused(result, sql, before)
     assert other_org.sdk not in result.stderr  # a full key is never echoed
     assert identifier_of(other_org.sdk) + "..." in result.stderr
@@ -511,3 +511,21 @@ def test_organization_names_follow_the_rules_of_key_names(runner, sql, client, o
     result = invoke(runner, "org", "create", name)
     assert_refused(result, sql, before)
     assert result.stderr.strip() == f"Error: name: {' '.join(refused_key)}"
+
+
+# --- one group of key commands --------------------------------------------------------------
+
+
+def test_the_operators_key_commands_are_one_group(runner):
+    """`flask keys` mints, lists, deletes, imports and exports; `flask key`, its old name,
+    still answers but is no longer listed."""
+    listed = invoke(runner, "--help").stdout
+    assert "keys" in listed and "\n  key " not in listed
+    assert {"create", "list", "delete", "import", "export"} <= set(
+        line.split()[0]
+        for line in invoke(runner, "keys", "--help").stdout.split("Commands:")[1].splitlines()
+        if line.strip()
+    )
+    made = invoke(runner, "keys", "create", "--org", "acme", "--kind", "telemetry", "--name", "R")
+    assert made.exit_code != 0 and '"acme"' in made.output  # no such organization: said
+    assert invoke(runner, "keys", "list", "--help").exit_code == 0

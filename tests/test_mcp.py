@@ -25,9 +25,10 @@ from app.domain.scopes import KINDS, SCOPES
 from app.http.challenges import Challenge
 from app.http.messages import WORDS
 from app.keys import service
-from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH
+from app.keys.schemas import MAX_GRACE_SECONDS, NAME_MAX_LENGTH, UPDATABLE
 from app.mcp import server as mcp_server
 from app.openapi import document as openapi
+from app.usage import counter as usage_counter
 from tests.processes import PROJECT, run
 
 ACCEPT = "application/json, text/event-stream"
@@ -876,3 +877,44 @@ def test_list_identities_and_a_key_made_in_one_show_its_holder(client, org):
     )["structuredContent"]
     shown = call(client, org.sdk, "get_key", {"key": key["key"]})["structuredContent"]
     assert shown["identity"] == {"id": made["id"], "external_id": "customer-7"}
+
+
+# What an agent reads: every field a tool takes named, usage without empty days, refusals
+# that point where an agent can read.
+
+
+def test_update_keys_description_names_every_field_it_updates(client, org):
+    tool = listed(client, org.sdk)["update_key"]
+    fields = set(tool["inputSchema"]["properties"]) - {"key", "kind"}
+    assert fields == UPDATABLE
+    unnamed = [field for field in sorted(fields) if f"`{field}`" not in tool["description"]]
+    assert unnamed == []
+
+
+def test_get_key_usage_gives_the_totals_first_and_only_the_days_with_uses(client, org):
+    for _ in range(3):
+        client.get("/api/keys", auth=(org.sdk, ""))
+    usage_counter.flush(client.application)
+    key = keyformat.shown(keyformat.identifier_of(org.sdk))
+    result = call(client, org.sdk, "get_key_usage", {"key": key})
+    body = result["structuredContent"]
+    rest = client.get(f"/api/keys/{key}/usage", auth=(org.sdk, "")).json
+    assert next(iter(body)) == "total"
+    assert body["total"] == rest["total"] and body["total"]["allowed"] >= 3
+    assert len(rest["buckets"]) == 31
+    assert (
+        body["buckets"] == [b for b in rest["buckets"] if b["allowed"] or b["refused"]]
+        and len(body["buckets"]) == 1
+    )
+    # Once: the text is a sentence of the totals, not the same JSON again.
+    [item] = result["content"]
+    assert item["text"].startswith(f"{body['total']['allowed']} allowed, 0 refused")
+    assert "{" not in item["text"]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "method", "path", "body"), REFUSALS[:8])
+def test_a_refusal_points_an_agent_at_what_it_can_read(
+    client, org, tool, arguments, method, path, body
+):
+    result = call(client, org.sdk, tool, arguments)
+    assert ".md" not in result["content"][0]["text"]

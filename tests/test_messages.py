@@ -141,7 +141,7 @@ def test_other_endpoints_say_what_to_do_too(client, org):
 
 def test_the_cli_says_the_same(runner, org):
     result = runner.invoke(
-        args=["key", "create", "--org", "acme", "--kind", "custom", "--name", " "]
+        args=["keys", "create", "--org", "acme", "--kind", "custom", "--name", " "]
     )
     assert result.exit_code == 1
     assert "name: Must not be empty" in result.output

@@ -443,7 +443,7 @@ def test_key_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tm
     database = tmp_path / "made.sqlite3"
     app = app_on(database)
     result = app.test_cli_runner().invoke(
-        args=["key", "create", "--org", "acme", "--kind", "telemetry", "--name", "t"]
+        args=["keys", "create", "--org", "acme", "--kind", "telemetry", "--name", "t"]
     )
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -39,7 +39,7 @@ def routes(app) -> set[tuple[str, str]]:
     for rule in app.url_map.iter_rules():
         if rule.endpoint in NOT_THE_API:
             continue
-        path = rule.rule.replace("<", "{").replace(">", "}")
+        path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)  # `<path:x>` too
         found |= {(path, method) for method in rule.methods - IGNORED_METHODS}
     return found
 

@@ -264,7 +264,7 @@ def test_a_rotation_with_grace_needs_room_for_the_old_key(client, org, runner, m
 def test_the_operator_may_always_mint_a_key(runner, org, client):
     set_policy(runner, "acme", "--max-keys", "2")
     result = runner.invoke(
-        args=["key", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "rescue"]
+        args=["keys", "create", "--org", "acme", "--kind", "sdk_integration", "--name", "rescue"]
     )
     assert result.exit_code == 0, result.output
     assert client.get("/api/organization", auth=(org.sdk, "")).json["key_count"] == 3

@@ -87,7 +87,7 @@ def test_every_way_out_keeps_the_identifier_and_digest(app, client, org, make_ke
     client.delete(f"/api/keys/{deleted}", auth=(org.sdk, ""))
     client.post(f"/api/keys/{rotated_out}/rotate", auth=(org.sdk, ""))
     assert client.post("/api/revoke", json={"keys": [leaked]}).status_code == 202
-    done = runner.invoke(args=["key", "delete", org.name, keyformat.identifier_of(by_operator)])
+    done = runner.invoke(args=["keys", "delete", org.name, keyformat.identifier_of(by_operator)])
     assert done.exit_code == 0, done.output
     rows = sql("SELECT identifier, digest, organization_id FROM retired_keys")
     kept = {identifier: bytes(digest) for identifier, digest, _ in rows}

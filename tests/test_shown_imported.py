@@ -97,7 +97,7 @@ def test_the_audit_log_names_it_as_the_list_does(client, org, imported):
 
 
 def test_the_operators_commands_show_it_so(runner, org, imported):
-    listed = runner.invoke(args=["key", "list", org.name])
+    listed = runner.invoke(args=["keys", "list", org.name])
     assert listed.exit_code == 0, listed.output
     exported = runner.invoke(args=["keys", "export", "--organization", org.name])
     assert exported.exit_code == 0, exported.output

@@ -92,7 +92,7 @@ def test_every_change_of_a_key_is_sent_with_the_key_as_read(app, client, org, re
 def test_the_operators_changes_are_sent_too(app, client, org, receiver, runner):
     endpoint = make_endpoint(client, org.sdk, receiver.url)
     result = runner.invoke(
-        args=["key", "create", "--org", org.name, "--kind", "telemetry", "--name", "cli"]
+        args=["keys", "create", "--org", org.name, "--kind", "telemetry", "--name", "cli"]
     )
     assert result.exit_code == 0, result.output
     send(app)

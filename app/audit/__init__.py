@@ -96,6 +96,7 @@ def record(
     target_key: Named | None = None,
     key: dict[str, Any] | None = None,
     identity: dict[str, Any] | None = None,
+    target_name: str | None = None,
 ) -> None:
     """Add one event to the session's transaction; `target` is the key's identifier (a
     webhook endpoint's id for its own actions). The client's address is the one the abuse
@@ -103,7 +104,7 @@ def record(
     acting and target keys as they are now, whose name and kind the event keeps (None: the
     actor is no key). `key`, the key object as read, goes to the organization's webhooks
     with the event (app/audit/outbox.py), as `identity`, the identity object, goes with an
-    identity's."""
+    identity's. `target_name` names a target that is no key (an identity, by its name)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     metrics.audit_recorded(action)
@@ -121,7 +122,7 @@ def record(
             "details": details or {},
             "actor_name": None if actor_key is None else actor_key.name,
             "actor_kind": None if actor_key is None else actor_key.kind,
-            "target_name": None if target_key is None else target_key.name,
+            "target_name": target_name if target_key is None else target_key.name,
             "target_kind": None if target_key is None else target_key.kind,
         },
     )

@@ -68,7 +68,8 @@ ERROR_MEANINGS = {
     431: "Too many request headers, or one too large.",
     500: "The server could not complete the request.",
     501: "The request's transfer coding is not supported.",
-    503: "The database does not answer; retry after `Retry-After` seconds.",
+    503: "The database does not answer, or Redis, which counts the quotas, does not for a "
+    "use of one; retry after `Retry-After` seconds.",
 }
 # The problem codes of the statuses that carry more than errors.CODES's default.
 PROBLEM_CODES = {
@@ -90,9 +91,12 @@ PROBLEM_CODES = {
         "idempotency_in_progress",
         "key_exists",
         "ambiguous_key",
+        "identity_exists",
+        "identity_in_use",
     ),
     422: ("validation_error", "idempotency_key_reused"),
     429: ("rate_limited", "quota_exceeded"),
+    503: ("unavailable", "counts_unavailable"),
 }
 RETRY_AFTER = {
     "description": "Whole seconds to wait before retrying.",

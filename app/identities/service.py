@@ -157,12 +157,16 @@ def list_identities(
     return pages.counted(_IDENTITIES, where, in_order, page, page_size, read)
 
 
-def _taken(external_id: str) -> ApiError:
+def _taken(organization_id: int, external_id: str) -> ApiError:
+    """409 `identity_exists`, naming the identity that has `external_id` (its `id`)."""
+    holder = named(organization_id, BY_EXTERNAL_ID + external_id)
+    held_by = "" if holder is None else f" ({holder.id})"
     return ApiError(
         409,
         "identity_exists",
-        "Another identity of your organization has this external_id.",
-        {"external_id": ["Already the external_id of another identity."]},
+        f"Another identity of your organization{held_by} has this external_id.",
+        {"external_id": [f"Already the external_id of another identity{held_by}."]},
+        members=None if holder is None else {"identity": holder.id},
     )
 
 
@@ -202,7 +206,7 @@ def create_identity(caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
         ).one()
     except IntegrityError:
         db.session.rollback()
-        raise _taken(data["external_id"]) from None
+        raise _taken(caller.organization_id, data["external_id"]) from None
     identity = Identity(row_id, *(row[column.name] for column in _COLUMNS[1:]))
     shown = dump_identity(identity, 0)
     _record("identity.created", caller, identity, {"identity": shown})
@@ -241,7 +245,7 @@ def update_identity(caller: Caller, reference: str, data: dict[str, Any]) -> dic
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
-        raise _taken(data.get("external_id", "")) from None
+        raise _taken(caller.organization_id, data.get("external_id", "")) from None
     except BaseException:
         db.session.rollback()
         raise
@@ -278,4 +282,5 @@ def _record(action: str, caller: Caller, identity: Identity, details: dict[str, 
         target=identity.id,
         details=details,
         actor_key=caller,
+        target_name=identity.name,
     )

@@ -25,8 +25,10 @@ def require_manager() -> None:
 
 MANAGER = (
     "Needs an `sdk_integration` key of the organization (any other key gets 403 `forbidden`). "
-    "A path names an identity by its `id` or as `external_id:<external_id>`."
+    "A path names an identity by its `id` or as `external_id:<external_id>`, whose `/`s "
+    "are the external id's own (`external_id:team/backend`)."
 )
+USAGE = "/usage"
 REQUEST = (*ANY_REQUEST, 401, 403, 429)
 ROLES = (SDK_INTEGRATION,)
 LOCATION = {
@@ -86,7 +88,7 @@ def create_identity():
     return identity, 201, {"Location": location}
 
 
-@bp.get("/<reference>")
+@bp.get("/<path:reference>")
 @documented(
     Operation(
         "Get an identity",
@@ -100,10 +102,10 @@ def create_identity():
     )
 )
 def get_identity(reference: str):
-    return service.dump_identity(service.find_identity(auth.caller(), reference))
+    return _identity_or_usage(reference)
 
 
-@bp.put("/<reference>")
+@bp.put("/<path:reference>")
 @documented(
     Operation(
         "Update an identity",
@@ -123,7 +125,7 @@ def update_identity(reference: str):
     return service.update_identity(auth.caller(), reference, data)
 
 
-@bp.delete("/<reference>")
+@bp.delete("/<path:reference>")
 @documented(
     Operation(
         "Delete an identity",
@@ -140,12 +142,14 @@ def delete_identity(reference: str):
     return "", 204
 
 
-@bp.get("/<reference>/usage")
+@bp.get("/<path:reference>/usage")
 @documented(
     Operation(
         "Get an identity's usage",
         "The usage of the keys the identity holds, added up, in the shape of a key's usage "
-        "(`since`, `until`, `granularity`). " + MANAGER,
+        "(`since`, `until`, `granularity`). A path that ends in `/usage` is the usage of the "
+        "identity named before it when there is one, else the identity it names whole "
+        "(`external_id:a/usage`). " + MANAGER,
         200,
         "The identity's usage in the window.",
         (*REQUEST, 404, 422),
@@ -155,7 +159,20 @@ def delete_identity(reference: str):
     )
 )
 def get_identity_usage(reference: str):
-    identity = service.find_identity(auth.caller(), reference)
+    return _identity_or_usage(reference + USAGE)
+
+
+def _identity_or_usage(path: str):
+    """What a GET of `/api/identities/<path>` answers, whichever of the two rules matched it:
+    the usage of the identity named before a last `/usage`, else the identity named whole."""
+    caller = auth.caller()
+    named = path.endswith(USAGE) and service.named(caller.organization_id, path[: -len(USAGE)])
+    if not named:
+        return service.dump_identity(service.find_identity(caller, path))
+    return _usage(named)
+
+
+def _usage(identity: service.Identity):
     arguments = usage_schemas.usage_arguments.load(query_arguments())
     counted = usage.identity_usage(identity.row_id, identity.id, **arguments)
     return usage_schemas.identity_usage.dump(counted)

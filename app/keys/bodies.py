@@ -22,6 +22,7 @@ def dump_key(key: Key) -> dict:
     quota = key.quota
     return {
         "key": key.shown or keyformat.shown(key.identifier),
+        "identifier": key.identifier,
         "name": key.name,
         "kind": key.kind,
         "scopes": list(to_names(key.scope_bits)),

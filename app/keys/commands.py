@@ -35,7 +35,11 @@ def prepare_database() -> None:
         raise click.ClickException(str(error)) from None
 
 
-keys = AppGroup("keys", help="Bring keys in from JSON lines, or write them out as JSON lines.")
+keys = AppGroup(
+    "keys",
+    help="Mint, list and delete keys as the operator; bring keys in from JSON lines, or "
+    "write them out as JSON lines.",
+)
 
 
 def _entries(

@@ -28,10 +28,10 @@ from app.keys.schemas import READ_ONLY, CreateKey, KeyOutput
 
 # The most keys one import request brings in.
 MAX_IMPORTED = 1000
-# What an import entry ignores of an export line (read-only there too). Its `key`,
+# What an import entry ignores of an export line (read-only there too). Its `key`, `identifier`,
 # `created` and `last_used` are what the key was; `organization` is for the operator's
 # command, which reads it before the schema.
-IMPORT_IGNORED = (READ_ONLY - {"key", "created", "last_used"}) | {"organization"}
+IMPORT_IGNORED = (READ_ONLY - {"key", "identifier", "created", "last_used"}) | {"organization"}
 _HEX_DIGEST = re.compile(r"[0-9A-Fa-f]{64}\Z")
 _PRINTABLE_KEY = re.compile(
     f"[\\x20-\\x7e]{{{keyformat.MIN_FOREIGN_LENGTH},{keyformat.MAX_FOREIGN_LENGTH}}}\\Z"

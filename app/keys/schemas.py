@@ -38,6 +38,7 @@ from app.storage.pages import ACTIVE, EXPIRED
 READ_ONLY = frozenset(
     {
         "key",
+        "identifier",
         "immutable",
         "last_used",
         "created",
@@ -343,6 +344,13 @@ class KeyOutput(Schema):
     """A key as list, get and update show it: `key` is `<identifier>...`."""
 
     key = fields.Function(lambda key: key.shown or keyformat.shown(key.identifier))
+    identifier = fields.String(
+        metadata={
+            "description": "The key's public identifier, which paths and lists name it by: "
+            "a native key's first characters, before its secret; an imported key's own "
+            "`imported_...`. Never a secret."
+        }
+    )
     name = fields.String()
     kind = fields.String()
     scopes = fields.Function(lambda key: list(to_names(key.scope_bits)))

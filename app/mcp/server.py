@@ -80,11 +80,13 @@ def _listed(tool: tools.Tool, document: dict) -> ListedTool:
     )
 
 
-def _answer(body: dict | None) -> CallToolResult:
-    """The REST body as structured content, and as JSON text for clients that read text."""
+def _answer(tool: tools.Tool, body: dict | None) -> CallToolResult:
+    """The REST body as structured content, and as text for clients that read text: the
+    body as JSON, or the tool's sentence of it."""
     if body is None:
         return CallToolResult(content=[TextContent(text=tools.DELETED)])
-    return CallToolResult(content=[_json(body)], structured_content=body)
+    text = TextContent(text=tool.text(body)) if tool.text else _json(body)
+    return CallToolResult(content=[text], structured_content=body)
 
 
 def _refused(error: Exception) -> CallToolResult:
@@ -106,7 +108,7 @@ def _call(
     problem body with isError."""
     with app.app_context():
         try:
-            return _answer(tool.call(caller, arguments))
+            return _answer(tool, tool.call(caller, arguments))
         except Exception as error:  # every refusal and fault answers as REST's would
             return _refused(error)
 

@@ -49,6 +49,8 @@ class Tool:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    # The result's text, when it is not the body as JSON.
+    text: Callable[[dict], str] | None = None
 
 
 def _reference(arguments: dict[str, Any]) -> str:
@@ -110,9 +112,26 @@ def rotate_key(caller: Caller, arguments: dict[str, Any]) -> dict:
 
 
 def get_key_usage(caller: Caller, arguments: dict[str, Any]) -> dict:
+    """The REST body, its totals first and only the buckets with uses: an agent reads the
+    few days that say something, not a month of zeros."""
     reference = _reference(arguments)
     window = usage_schemas.usage_arguments.load({k: v for k, v in arguments.items() if k != KEY})
-    return usage_schemas.key_usage.dump(usage_service.key_usage(caller, reference, **window))
+    body = usage_schemas.key_usage.dump(usage_service.key_usage(caller, reference, **window))
+    buckets = [bucket for bucket in body["buckets"] if bucket["allowed"] or bucket["refused"]]
+    return {"total": body.pop("total"), **body, "buckets": buckets}
+
+
+def usage_text(body: dict) -> str:
+    """get_key_usage's result as one sentence (the structured content holds the rest)."""
+    total = body["total"]
+    refused = sum(total["refused"].values())
+    codes = ", ".join(f"{code} {count}" for code, count in sorted(total["refused"].items()))
+    days = len(body["buckets"])
+    unit = body["granularity"] + ("s" if days != 1 else "")
+    return (
+        f"{total['allowed']} allowed, {refused} refused{f' ({codes})' if codes else ''} "
+        f"between {body['since']} and {body['until']}, on {days} {unit} with uses."
+    )
 
 
 def list_identities(caller: Caller, arguments: dict[str, Any]) -> dict:
@@ -160,9 +179,10 @@ TOOLS = (
     Tool(
         "update_key",
         "Update an API key",
-        "Rename, rescope or set the expiry of a key (`name`, `scopes`, `expires_at`: at "
-        "least one; `expires_at` null: never). The scopes of telemetry and sdk_integration "
-        "keys are fixed.",
+        "Change a key, a partial update of any of "
+        + ", ".join(f"`{field}`" for field in sorted(schemas.UPDATABLE))
+        + " (at least one; `expires_at`, `rate_limit`, `quota` or `identity` null: none). "
+        "The scopes of telemetry and sdk_integration keys are fixed.",
         update_key,
         idempotent=True,
     ),
@@ -185,11 +205,13 @@ TOOLS = (
         "How often a key of your organization was checked, by UTC `granularity` (`hour` or "
         "`day`, the default) between `since` and `until` (default: the last 30 days; at most "
         "90): allowed, refused by code, the scopes checks named, and the key's scopes no "
-        "check named (`unused_scopes`, null when no check named any). Counts reach it within "
-        "twice the service's USAGE_FLUSH_SECONDS.",
+        "check named (`unused_scopes`, null when no check named any): the totals first, then "
+        "only the buckets with uses. Counts reach it within twice the service's "
+        "USAGE_FLUSH_SECONDS.",
         get_key_usage,
         read_only=True,
         idempotent=True,
+        text=usage_text,
     ),
     Tool(
         "list_identities",

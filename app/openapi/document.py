@@ -83,6 +83,11 @@ PROBLEM_SCHEMA = {
             "body as a whole, such as an update that names nothing to change).",
             "additionalProperties": {"type": "array", "items": {"type": "string"}},
         },
+        "identity": {
+            "type": "string",
+            "description": "With 409 `identity_exists`: the `id` of the identity that has the "
+            "external id.",
+        },
     },
     "required": ["type", "title", "status", "detail", "code"],
 }

@@ -84,6 +84,7 @@ def quotas_used_up(caller: Caller, exhausted: Sequence[Exhausted]) -> None:
                 organization_id=caller.organization_id,
                 actor=actor,
                 target=identity.id,
+                target_name=identity.name,
                 details={"quota": identity.quota},
                 actor_key=caller,
                 identity=shown,

@@ -152,6 +152,7 @@ def create_endpoint(caller: Caller, data: dict) -> WebhookEndpoint:
         "webhook.created",
         organization_id=caller.organization_id,
         actor=audit.actor_of(caller),
+        actor_key=caller,
         target=endpoint.public_id,
         details=_described(endpoint),
     )
@@ -191,6 +192,7 @@ def update_endpoint(caller: Caller, endpoint: WebhookEndpoint, data: dict) -> We
             "webhook.updated",
             organization_id=caller.organization_id,
             actor=audit.actor_of(caller),
+            actor_key=caller,
             target=endpoint.public_id,
             details=details,
         )
@@ -207,6 +209,7 @@ def delete_endpoint(caller: Caller, endpoint: WebhookEndpoint) -> None:
         "webhook.deleted",
         organization_id=caller.organization_id,
         actor=audit.actor_of(caller),
+        actor_key=caller,
         target=endpoint.public_id,
         details={"url": endpoint.url},
     )
@@ -225,6 +228,7 @@ def replace_secret(caller: Caller, endpoint: WebhookEndpoint) -> WebhookEndpoint
         "webhook.new_secret",
         organization_id=caller.organization_id,
         actor=audit.actor_of(caller),
+        actor_key=caller,
         target=endpoint.public_id,
         details={"previous_secret_expires_at": timestamps.iso(endpoint.previous_secret_until)},
     )

@@ -28,6 +28,7 @@ import pytest
 
 from app.access import policy
 from app.domain.keyformat import new_key
+from app.page import ACTION_WORDS, EVENT_WORDS
 from tests.processes import PROJECT
 from tests.server.conftest import Org, Server, serving
 
@@ -2986,3 +2987,97 @@ def test_an_identitys_field_errors_stand_under_their_inputs_by_their_labels(tab,
     )
     listed = server.request("GET", "/api/identities", org.sdk).json()
     assert listed["total_count"] == 0
+
+
+def test_identity_events_read_in_words_in_the_audit_log_and_the_deliveries(tab, server, org):
+    """An identity's events (issue 53): the deliveries list them beside the keys' (its name
+    where a key's stands), the audit log says an identity's limits and metadata in words and
+    names it, names the key that made a webhook endpoint, and at 390 px neither view
+    scrolls sideways. The tab checks that the console showed no error."""
+    from tests.receivers import start_receiver
+
+    receiver = start_receiver()
+    try:
+        body = {"url": receiver.url, "events": ["key.created", "identity.quota_exhausted"]}
+        made = server.request("POST", "/api/webhooks", org.sdk, body)
+        assert made.status == 201, made.body
+        endpoint = made.json()
+        identity = {
+            "external_id": "team/backend-" + "x" * 60,
+            "name": "Backend team",
+            "metadata": {"plan": "pro"},
+            "rate_limit": {"requests": 100, "seconds": 60},
+            "quota": {"requests": 1, "period": "day"},
+        }
+        held = server.request("POST", "/api/identities", org.sdk, identity)
+        assert held.status == 201, held.body
+        holder = held.json()
+        change = {"quota": {"requests": 2, "period": "day"}, "metadata": {"plan": "max"}}
+        path = f"/api/identities/{holder['id']}"
+        assert server.request("PUT", path, org.sdk, change).status == 200
+        member = make_key(server, org.sdk, "Backend CI", identity=holder["id"])
+        for _ in range(2):
+            assert server.request("GET", "/api/forward-auth", member["key"]).status == 204
+        wait_for_delivery(server, org.sdk, endpoint["id"], status="delivered")
+        deadline = time.monotonic() + 15
+        while len(receiver.received) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+        page = tab.page
+        use_key(page, org.sdk)
+        page.get_by_role("button", name="Audit log").click()
+        table = page.get_by_role("table", name="Audit log")
+        expect(table.get_by_role("row").filter(has_text="Backend team").first).to_be_visible()
+
+        def event(words: str):
+            return table.get_by_role("row").filter(has=page.get_by_text(words, exact=True))
+
+        created = event(ACTION_WORDS["identity.created"])
+        expect(created.get_by_role("cell").nth(3)).to_have_text(
+            f"Identity Backend team ({holder['id']})"
+        )
+        expect(created.get_by_role("listitem")).to_have_text(
+            [
+                f"External id: {identity['external_id']}",
+                "Name: Backend team",
+                "Metadata: plan=pro",
+                "Rate limit: 100 per 60 s",
+                "Quota: 1 a day",
+            ]
+        )
+        expect(event(ACTION_WORDS["identity.updated"]).get_by_role("listitem")).to_have_text(
+            ["Metadata: plan=pro → plan=max", "Quota: 1 a day → 2 a day"]
+        )
+        expect(event(ACTION_WORDS["identity.quota_exhausted"])).to_contain_text(
+            "Every use of its quota of 2 a day spent"
+        )
+        webhook = event(ACTION_WORDS["webhook.created"])
+        expect(webhook.get_by_role("cell").nth(2)).to_have_text(
+            f"SDK Integration ({identifier(org.sdk)}...)"
+        )
+        assert "[object Object]" not in table.inner_text()
+        page.set_viewport_size(NARROW)
+        expect(created).to_be_visible()
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), (
+            "the audit log scrolls sideways at 390 px"
+        )
+        page.set_viewport_size(WIDE)
+
+        page.get_by_role("button", name="Back to keys").click()
+        page.get_by_role("button", name="Webhooks").click()
+        endpoints = page.get_by_role("table", name="Endpoints")
+        listed = endpoints.get_by_role("row").filter(has=page.get_by_text(receiver.url))
+        listed.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
+        deliveries = page.get_by_role("table", name="Recent deliveries")
+        expect(deliveries.get_by_role("columnheader").nth(2)).to_have_text("About")
+        quota = deliveries.get_by_role("row").filter(has_text="Identity Backend team")
+        expect(quota).to_contain_text(EVENT_WORDS["identity.quota_exhausted"])
+        expect(deliveries.get_by_role("row").filter(has_text="Backend CI")).to_contain_text(
+            EVENT_WORDS["key.created"]
+        )
+        page.set_viewport_size(NARROW)
+        expect(quota).to_be_visible()
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+        page.set_viewport_size(WIDE)
+    finally:
+        receiver.stop()

@@ -53,11 +53,17 @@ const LABELS = {
   url: "URL",
   events: "Events",
   description: "Description",
+  external_id: "External id",
 };
 // The actions whose details are each field's [before, after].
-const CHANGES = new Set(["key.updated", "webhook.updated"]);
-// The actions whose details are what was made: a field at its default is no news there.
-const MADE = new Set(["key.created", "webhook.created"]);
+const CHANGES = new Set(["key.updated", "webhook.updated", "identity.updated"]);
+// The actions whose details are what was made (or, deleted, what was): a field at its
+// default is no news there.
+const MADE = new Set(["key.created", "webhook.created", "identity.created", "identity.deleted"]);
+// An identity's fields that its created and deleted events say, of the identity object
+// they carry (`details.identity`): what a person set, not its counts and times.
+const IDENTITY_FIELDS = ["external_id", "name", "metadata", "rate_limit", "quota"];
+const isIdentity = (event) => event.action.startsWith("identity.");
 
 const number = (count) => Number(count).toLocaleString();
 const uses = (count) => `${number(count)} ${count === 1 ? "use" : "uses"}`;
@@ -89,8 +95,11 @@ function said(name, value) {
     return quotaWords(value);
   }
   if (typeof value === "object") {
-    const members = sortedEntries(value);
-    return members.length ? members.map(([key, text]) => `${key}=${text}`).join(", ") : "none";
+    // Metadata: name=value, ...; anything deeper as its JSON, never "[object Object]".
+    const members = sortedEntries(value).map(([key, text]) =>
+      typeof text === "object" && text !== null ? `${key}=${JSON.stringify(text)}` : `${key}=${text}`,
+    );
+    return members.length ? members.join(", ") : "none";
   }
   return value === "" ? "none" : String(value);
 }
@@ -114,6 +123,9 @@ const SENTENCES = {
   "key.quota_exhausted": ({ quota }) => [
     quota ? `Every use of its quota of ${quotaWords(quota)} spent` : "Its quota used up",
   ],
+  "identity.quota_exhausted": ({ quota }) => [
+    quota ? `Every use of its quota of ${quotaWords(quota)} spent` : "Its quota used up",
+  ],
   "key.expiring": ({ expires_at: ends, notice }) => [
     `Expires ${moment(ends)}` + (notice in NOTICES ? `, ${NOTICES[notice]}` : ""),
   ],
@@ -125,9 +137,20 @@ const SENTENCES = {
     [reason, last ? `Last answer: ${last}` : null].filter(Boolean),
 };
 
+/** An event's details, an identity's created or deleted event's as the identity's fields. */
+function detailsOf(event) {
+  const identity = event.details.identity;
+  if (!isIdentity(event) || typeof identity !== "object" || identity === null) {
+    return event.details;
+  }
+  return Object.fromEntries(
+    IDENTITY_FIELDS.filter((name) => name in identity).map((name) => [name, identity[name]]),
+  );
+}
+
 /** An event's details in words, one line each. */
 function changes(event) {
-  const details = event.details;
+  const details = detailsOf(event);
   if (event.action in SENTENCES && Object.keys(details).length) {
     return SENTENCES[event.action](details);
   }
@@ -164,9 +187,13 @@ function cellOf(label, content) {
 }
 
 /** A key as an event names it: "SDK Integration (ak_Au1Zw...)"; its shown value alone
- * when the event kept no name (recorded before names were kept). */
-function keyNamed(name, shown) {
+ * when the event kept no name (recorded before names were kept). An identity likewise,
+ * after the word "Identity". */
+function keyNamed(name, shown, what = "") {
   const said = element("span", undefined, "named");
+  if (what) {
+    said.append(`${what} `);
+  }
   if (name === null || name === undefined) {
     said.append(element("code", shown));
     return said;
@@ -227,9 +254,14 @@ function eventRow(event) {
     event.actor in NOT_KEYS ? NOT_KEYS[event.actor] : keyNamed(event.actor_name, event.actor);
   const action = element("span", ACTION_WORDS.get(event.action) || event.action);
   action.title = event.action;
-  const target = isWebhook(event)
-    ? endpointNamed(event.target)
-    : keyNamed(event.target_name, event.target);
+  let target;
+  if (isWebhook(event)) {
+    target = endpointNamed(event.target);
+  } else if (isIdentity(event)) {
+    target = keyNamed(event.target_name, event.target, "Identity");
+  } else {
+    target = keyNamed(event.target_name, event.target);
+  }
   row.append(
     cellOf("Time", timeOf(event.at)),
     cellOf("Action", action),

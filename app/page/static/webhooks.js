@@ -81,9 +81,22 @@ async function loadEndpoints() {
   showRows($("endpoint-rows"), rows, "No endpoints yet.");
 }
 
+/** What a delivery's event is about, in words: a key by its name (key.*), an identity by
+ * its name (identity.*), or the type's own member for a type the page does not know. */
+function subjectOf(delivery) {
+  const { key, identity } = delivery.payload.data || {};
+  if (key) {
+    return key.name;
+  }
+  if (identity) {
+    return `Identity ${identity.name || identity.external_id}`;
+  }
+  return "—";
+}
+
 function deliveryRow(delivery) {
   const row = element("tr");
-  const key = delivery.payload.data.key;
+  const subject = subjectOf(delivery);
   const answer =
     delivery.last_status !== null
       ? String(delivery.last_status)
@@ -93,13 +106,13 @@ function deliveryRow(delivery) {
   event.title = delivery.event;
   const retry = element("button", "Retry");
   retry.type = "button";
-  retry.setAttribute("aria-label", `Retry ${eventWords(delivery.event)} for ${key.name}`);
+  retry.setAttribute("aria-label", `Retry ${eventWords(delivery.event)} for ${subject}`);
   retry.addEventListener("click", () => retryDelivery(delivery, retry));
   actions.append(retry);
   row.append(
     cellOf("Time", timeOf(delivery.created)),
     cellOf("Event", event),
-    cellOf("Key", key.name),
+    cellOf("About", subject),
     cellOf("Status", delivery.status),
     cellOf("Tries", String(delivery.tries)),
     cellOf("Last answer", answer),
@@ -154,7 +167,7 @@ async function retryDelivery(delivery, button) {
     return;
   }
   $("retry-status").textContent =
-    `${eventWords(delivery.event)} for ${delivery.payload.data.key.name} will be sent again.`;
+    `${eventWords(delivery.event)} for ${subjectOf(delivery)} will be sent again.`;
   await loadDeliveries();
   $("deliveries-title").focus();
 }
