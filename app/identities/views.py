@@ -4,11 +4,11 @@ document."""
 
 from __future__ import annotations
 
-from flask import Blueprint, g, url_for
+from flask import Blueprint, g, request, url_for
 
 from app.access import auth
 from app.domain.scopes import SDK_INTEGRATION
-from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
+from app.http.operations import ANY_REQUEST, MANAGING_ROLES, WITH_BODY, Operation, documented
 from app.http.request_body import json_object, query_arguments
 from app.identities import schemas, service
 from app.usage import schemas as usage_schemas
@@ -20,12 +20,19 @@ bp = Blueprint("identities", __name__, url_prefix="/api/identities")
 @bp.before_request
 def require_manager() -> None:
     g.caller = auth.managing_caller()
-    service.require_manager(g.caller)
+    service.require_manager(g.caller, reads=request.method in READS)
 
 
+READS = frozenset({"GET", "HEAD"})
+NAMED = "A path names an identity by its `id` or as `external_id:<external_id>`."
 MANAGER = (
-    "Needs an `sdk_integration` key of the organization (any other key gets 403 `forbidden`). "
-    "A path names an identity by its `id` or as `external_id:<external_id>`."
+    "Needs an `sdk_integration` key of the organization that belongs to no identity (any "
+    "other key gets 403 `forbidden`). " + NAMED
+)
+READER = (
+    "Needs an `sdk_integration` key of the organization, or a key of a managing kind that "
+    "belongs to an identity, which reads its own identity alone (any other: 404); any other "
+    "key gets 403 `forbidden`. " + NAMED
 )
 REQUEST = (*ANY_REQUEST, 401, 403, 429)
 ROLES = (SDK_INTEGRATION,)
@@ -47,13 +54,14 @@ LIMITS = (
     Operation(
         "List identities",
         "The organization's identities, oldest first, one page at a time; `external_id=` "
-        "finds one by the organization's own id. " + MANAGER,
+        "finds one by the organization's own id. A key of an identity lists its own alone. "
+        + READER,
         200,
         "One page of identities, and how many there are in all.",
         (*REQUEST, 422),
         response=schemas.IdentityPage,
         query=schemas.ListArguments,
-        roles=ROLES,
+        roles=MANAGING_ROLES,
     )
 )
 def list_identities():
@@ -91,12 +99,12 @@ def create_identity():
     Operation(
         "Get an identity",
         "One identity of the organization, with what is left of its quota and how many keys "
-        "it holds. " + MANAGER,
+        "it holds. " + READER,
         200,
         "The identity.",
         (*REQUEST, 404),
         response=schemas.Identity,
-        roles=ROLES,
+        roles=MANAGING_ROLES,
     )
 )
 def get_identity(reference: str):
@@ -145,13 +153,13 @@ def delete_identity(reference: str):
     Operation(
         "Get an identity's usage",
         "The usage of the keys the identity holds, added up, in the shape of a key's usage "
-        "(`since`, `until`, `granularity`). " + MANAGER,
+        "(`since`, `until`, `granularity`). " + READER,
         200,
         "The identity's usage in the window.",
         (*REQUEST, 404, 422),
         response=usage_schemas.IdentityUsage,
         query=usage_schemas.UsageArguments,
-        roles=ROLES,
+        roles=MANAGING_ROLES,
     )
 )
 def get_identity_usage(reference: str):

@@ -116,7 +116,7 @@ def get_key_usage(caller: Caller, arguments: dict[str, Any]) -> dict:
 
 
 def list_identities(caller: Caller, arguments: dict[str, Any]) -> dict:
-    identities.require_manager(caller)
+    identities.require_manager(caller, reads=True)
     page = identities.list_identities(caller, **identity_schemas.list_arguments.load(arguments))
     return identity_schemas.identity_page.dump(page)
 
