@@ -104,10 +104,14 @@ class Verdict(NamedTuple):
 USABLE = Verdict(None)
 
 
-def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True) -> Verdict:
+def verdict(
+    key: Caller, address: Callable[[], str | None], is_use: bool = True, quota: bool = True
+) -> Verdict:
     """Whether `key` may be used now from the client `address()` gives (asked only of a
     key with allowed_ips; None: unknown, which no allow list takes); a use under its own
-    limit is spent here. USABLE itself for a key that may and has no limit of its own.
+    limit is spent here, and of its quotas only when the use spends `quota` (a request
+    that manages keys spends only their rate limits, unless it makes one: docs/api.md).
+    USABLE itself for a key that may and has no limit of its own.
 
     A request that `is_use` not (a message of MCP's protocol other than tools/call,
     CONTRACT.md section 20) is judged on all but the limit and the quota, which it neither
@@ -124,7 +128,9 @@ def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True)
         and not (key.bound_by and bindings.binds(key.bound_by))
     ):
         return USABLE
-    spent = limits.spend_key(key)  # the rate limits, then the quotas: all or none
+    if not quota and not bindings.rated(key):
+        return USABLE  # only quotas bind it, and this use spends none
+    spent = limits.spend_key(key, quota)  # the rate limits, then the quotas: all or none
     return Verdict(
         spent.refused and _SPENT[spent.refused],
         spent.refusing,

@@ -215,7 +215,7 @@ def introspect():
     """RFC 7662: the facts of the key within the caller's reach (app/domain/reach.py)
     named by `token` when it authenticates now; `{"active": false}` and nothing else for
     anything else."""
-    asker = auth.managing_caller(rate=limits.INTROSPECT)
+    asker = auth.managing_caller(rate=limits.INTROSPECT, quota=True)
     body = schemas.introspection.load(form_or_json_object())
     token = body["token"]
     holder = None

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from flask import current_app
+from flask import current_app, g
 
 from app.access.limits import CountsUnavailable, Limits
-from app.domain import periods
+from app.domain import bindings, periods
 from app.domain.timestamps import utcnow
 from app.http.errors import ApiError
+from app.storage import queries
+from app.storage.queries import Key
 
 
 def _limits() -> Limits:
@@ -57,6 +59,48 @@ def remaining(key: Limited) -> int | None:
         return max(0, key.quota_requests - used(key, key.quota_period))
     except CountsUnavailable:
         return None
+
+
+def _identitys(identity_id: int) -> bindings.Bound | None:
+    """The quota of the identity `identity_id` (its row's id) as a limit that binds its
+    keys; None: none. Read once a request (a page of an identity's keys reads it once)."""
+    read: dict[int, bindings.Bound | None] = g.setdefault("identity_quotas", {})
+    if identity_id not in read:
+        found = queries.identity_quota(identity_id)
+        bound = None
+        if found is not None and found[1] is not None:
+            public_id, requests, period = found
+            counter = bindings.identity_counter(public_id)
+            bound = bindings.Bound(bindings.IDENTITY, counter, None, None, requests, period)
+        read[identity_id] = bound
+    return read[identity_id]
+
+
+def binding(key: Key) -> tuple[int | None, str | None]:
+    """What is left of the quota that binds `key` most (the fewest uses left, of its own,
+    its makers' and its identity's: each use spends them all) and whose it is
+    (bindings.KEY, MAKER or IDENTITY); (None, None) when no quota binds it. What is left is
+    None when no count of them can be read now (Redis does not answer); the quota named is
+    then the first of them."""
+    bound: list[tuple[str, Limited]] = []
+    if key.quota_requests is not None:
+        bound.append((bindings.KEY, key))
+    bound += [
+        (bindings.MAKER, maker)
+        for maker in bindings.makers(key.bound_by)
+        if maker.quota_requests is not None
+    ]
+    identity = None if key.identity_id is None else _identitys(key.identity_id)
+    if identity is not None:
+        bound.append((bindings.IDENTITY, identity))
+    if not bound:
+        return None, None
+    least: tuple[int | None, str] = (None, bound[0][0])
+    for who, limited in bound:
+        left = remaining(limited)
+        if left is not None and (least[0] is None or left < least[0]):
+            least = (left, who)
+    return least
 
 
 def keep_used(key: Limited, period: str) -> None:
