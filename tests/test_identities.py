@@ -182,7 +182,12 @@ def test_a_use_refused_by_the_identity_spends_nothing_of_the_keys_own(client, or
     assert use(client, key).status_code == 204
     assert use(client, key).status_code == 429
     read = client.get(f"/api/keys/{key[:15]}", auth=(org.sdk, "")).json
-    assert read["quota_remaining"] == 9  # all or nothing: the refused use spent none of it
+    assert (read["quota_remaining"], read["quota_bound_by"]) == (0, "identity")
+    more = {"set_remaining": 100}
+    client.post(f"/api/identities/{made['id']}/quota", json=more, auth=(org.sdk, ""))
+    read = client.get(f"/api/keys/{key[:15]}", auth=(org.sdk, "")).json
+    # All or nothing: the refused use spent none of the key's own.
+    assert (read["quota_remaining"], read["quota_bound_by"]) == (9, "key")
 
 
 def test_an_identitys_changed_limits_bind_its_keys_at_once(client, org):

@@ -163,3 +163,84 @@ def test_a_key_says_which_quota_binds_it_and_what_is_left_of_it(client, org):
         (1, "key"),
         (2, "identity"),
     ]
+
+
+# --- an identity's quota granted ----------------------------------------------------------
+
+
+def identity_with(client, org, **body) -> dict:
+    answer = client.post("/api/identities", json={"external_id": "c"} | body, auth=(org.sdk, ""))
+    assert answer.status_code == 201, answer.json
+    return answer.json
+
+
+def test_an_identitys_quota_is_granted_and_audited(client, org):
+    identity = identity_with(client, org, quota={"requests": 2, "period": "lifetime"})
+    key = made(client, org.sdk, identity="c")
+    for _ in range(2):
+        assert client.get("/api/forward-auth", auth=(key, "")).status_code == 204
+    spent = client.get("/api/forward-auth", auth=(key, ""))
+    assert (spent.status_code, spent.json["limit"]) == (429, "identity")
+    assert "POST /api/identities/<id>/quota" in spent.json["detail"]
+    path = f"/api/identities/{identity['id']}/quota"
+    added = client.post(path, json={"add": 3}, auth=(org.sdk, ""))
+    assert (added.status_code, added.json["quota_remaining"]) == (200, 3)
+    assert added.json["id"] == identity["id"]
+    assert bound(client, org, key) == (3, "identity")
+    exact = client.post(
+        "/api/identities/external_id:c/quota", json={"set_remaining": 1}, auth=(org.sdk, "")
+    )
+    assert exact.json["quota_remaining"] == 1
+    assert client.get("/api/forward-auth", auth=(key, "")).status_code == 204
+    assert client.get("/api/forward-auth", auth=(key, "")).status_code == 429
+    log = client.get("/api/audit?action=identity.quota", auth=(org.sdk, "")).json["data"]
+    assert [(e["target"], e["details"]) for e in log] == [
+        (identity["id"], {"set_remaining": 1, "remaining": [3, 1]}),
+        (identity["id"], {"add": 3, "remaining": [0, 3]}),
+    ]
+
+
+def test_a_grant_to_an_identity_is_refused_as_its_other_changes_are(client, org, other_org):
+    identity = identity_with(client, org, quota={"requests": 2, "period": "day"})
+    path = f"/api/identities/{identity['id']}/quota"
+    member = made(client, org.sdk, kind="sdk_integration", scopes=None, identity="c")
+    own = client.post(path, json={"add": 5}, auth=(member, ""))
+    assert (own.status_code, own.json["code"]) == (403, "forbidden")
+    custom = made(client, org.sdk)
+    assert client.post(path, json={"add": 5}, auth=(custom, "")).status_code == 403
+    elsewhere = client.post(path, json={"add": 5}, auth=(other_org.sdk, ""))
+    assert elsewhere.status_code == 404
+    for body in ({}, {"add": 1, "set_remaining": 1}, {"add": 0}, {"add": "1"}):
+        assert client.post(path, json=body, auth=(org.sdk, "")).status_code == 422
+    assert client.get(f"/api/identities/{identity['id']}", auth=(org.sdk, "")).json[
+        "quota_remaining"
+    ] == 2
+
+
+def test_no_quota_names_the_grant_of_the_quota_that_binds(client, org):
+    plain = identity_with(client, org)
+    refused = client.post(f"/api/identities/{plain['id']}/quota", json={"add": 1}, auth=(org.sdk, ""))
+    assert (refused.status_code, refused.json["code"]) == (409, "no_quota")
+    assert "PUT /api/identities/<id>" in refused.json["detail"]
+    limited = client.post(
+        "/api/identities",
+        json={"external_id": "d", "quota": {"requests": 2, "period": "day"}},
+        auth=(org.sdk, ""),
+    ).json
+    key = made(client, org.sdk, identity="d")
+    answer = client.post(f"/api/keys/{shown(key)}/quota", json={"add": 1}, auth=(org.sdk, ""))
+    assert (answer.status_code, answer.json["code"]) == (409, "no_quota")
+    assert f"POST /api/identities/{limited['id']}/quota" in answer.json["detail"]
+
+
+def test_an_identitys_grant_with_an_idempotency_key_is_made_once(client, org):
+    identity = identity_with(client, org, quota={"requests": 2, "period": "day"})
+    path = f"/api/identities/{identity['id']}/quota"
+    headers = {"Idempotency-Key": "grant-1"}
+    first = client.post(path, json={"add": 3}, auth=(org.sdk, ""), headers=headers)
+    again = client.post(path, json={"add": 3}, auth=(org.sdk, ""), headers=headers)
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    assert again.json == first.json
+    read = client.get(f"/api/identities/{identity['id']}", auth=(org.sdk, "")).json
+    assert read["quota_remaining"] == 5

@@ -56,13 +56,14 @@ BOUND_REFUSALS = {
     "for this period, which the keys it made share: Retry-After says when the next period "
     "renews it.",
     (QUOTA_EXCEEDED, bindings.IDENTITY, False): "This key's identity has used up its quota for "
-    "this period, which all of its keys share: Retry-After says when the next period renews it.",
+    "this period, which all of its keys share: Retry-After says when the next period renews "
+    "it, unless its organization grants more first (POST /api/identities/<id>/quota).",
     (QUOTA_EXCEEDED, bindings.MAKER, True): "A key that made this key has used up its lifetime "
     "quota, which the keys it made share and which is never renewed: ask the owner of that "
     "key for more uses (POST /api/keys/<key>/quota).",
     (QUOTA_EXCEEDED, bindings.IDENTITY, True): "This key's identity has used up its lifetime "
     "quota, which all of its keys share and which is never renewed: ask its organization for "
-    "more (PUT /api/identities/<id>).",
+    "more (POST /api/identities/<id>/quota).",
 }
 # The refusal of each of a key's own limits (app/access/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.

@@ -56,6 +56,8 @@ IDENTITY_ACTIONS = (
     "identity.updated",
     "identity.deleted",
     "identity.quota_exhausted",
+    # More uses granted to an identity's quota (POST /api/identities/<id>/quota).
+    "identity.quota",
 )
 ACTIONS = KEY_ACTIONS + WEBHOOK_ACTIONS + IDENTITY_ACTIONS
 # The actions whose target is no key: shown as it is.

@@ -285,7 +285,30 @@ def delete_identity(caller: Caller, reference: str) -> None:
         raise
 
 
-def _record(action: str, caller: Caller, identity: Identity, details: dict[str, Any]) -> None:
+def grant_quota(caller: Caller, reference: str, data: dict[str, Any]) -> dict[str, Any]:
+    """More uses of an identity's quota (`add`), or exactly so many left (`set_remaining`),
+    in its current period (app/quotas), shared by all of its keys; recorded as
+    identity.quota. 409 `no_quota` for an identity without one."""
+    identity = find_identity(caller, reference)
+    no_quota = (
+        "This identity has no quota: give it one with PUT /api/identities/<id> first."
+    )
+    before, after = quotas.grant(identity, data, no_quota)
+    shown = dump_identity(identity)
+    _record(
+        "identity.quota", caller, identity, {**data, "remaining": [before, after]}, shown
+    )
+    db.session.commit()
+    return shown
+
+
+def _record(
+    action: str,
+    caller: Caller,
+    identity: Identity,
+    details: dict[str, Any],
+    shown: dict[str, Any] | None = None,
+) -> None:
     audit.record(
         action,
         organization_id=caller.organization_id,
@@ -293,5 +316,6 @@ def _record(action: str, caller: Caller, identity: Identity, details: dict[str, 
         target=identity.id,
         details=details,
         actor_key=caller,
+        identity=shown,
         target_identity=identity.row_id,
     )

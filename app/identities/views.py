@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from flask import Blueprint, g, request, url_for
 
+from app import idempotency
 from app.access import auth
 from app.domain.scopes import SDK_INTEGRATION
 from app.http.operations import ANY_REQUEST, MANAGING_ROLES, WITH_BODY, Operation, documented
 from app.http.request_body import json_object, query_arguments
 from app.identities import schemas, service
+from app.quotas import schemas as quota_schemas
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage
 
@@ -146,6 +148,29 @@ def update_identity(reference: str):
 def delete_identity(reference: str):
     service.delete_identity(auth.caller(), reference)
     return "", 204
+
+
+@bp.post("/<reference>/quota")
+@documented(
+    Operation(
+        "Grant an identity's quota",
+        "More uses in the identity's current quota period (`add`), or exactly so many left "
+        "(`set_remaining`), shared by all of its keys; the answer's `quota_remaining` says "
+        "what is left. Recorded in the audit log as `identity.quota`. An identity without a "
+        "quota: 409 `no_quota`. " + MANAGER,
+        200,
+        "The identity, with what is left of its quota.",
+        (*REQUEST, 404, *WITH_BODY, 409),
+        response=schemas.Identity,
+        body=quota_schemas.Grant,
+        roles=ROLES,
+        idempotent=True,
+    )
+)
+@idempotency.idempotent
+def grant_identity_quota(reference: str):
+    data = quota_schemas.grant.load(json_object())
+    return service.grant_quota(auth.caller(), reference, data)
 
 
 @bp.get("/<reference>/usage")

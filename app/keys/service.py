@@ -377,7 +377,14 @@ def grant_quota(caller: Caller, key: Key, data: dict) -> Key:
     power over the key; recorded as key.quota."""
     bounds.require_power_over(caller, bounds.judging(caller, key), key)
     bounds.require_not_own_quota(caller, key)
-    before, after = quotas.grant(key, data)
+    no_quota = quotas.NO_QUOTA
+    if key.quota_requests is None and key.identity is not None:
+        if quotas.binding(key)[1] == bindings.IDENTITY:  # what binds it is its identity's
+            no_quota = (
+                "This key has no quota of its own: the quota that binds it is its "
+                f"identity's, granted with POST /api/identities/{key.identity.id}/quota."
+            )
+    before, after = quotas.grant(key, data, no_quota)
     audit.record(
         "key.quota",
         organization_id=caller.organization_id,

@@ -112,13 +112,15 @@ def keep_used(key: Limited, period: str) -> None:
     _limits().set_count(name, seconds, spent)
 
 
-def grant(key: Limited, data: dict) -> tuple[int, int]:
-    """More uses (`add`) or exactly so many left (`set_remaining`) in the key's current
-    period: what was left before and after; 409 for a key without a quota."""
+NO_QUOTA = "This key has no quota: give it one with PUT /api/keys/<key> first."
+
+
+def grant(key: Limited, data: dict, no_quota: str = NO_QUOTA) -> tuple[int, int]:
+    """More uses (`add`) or exactly so many left (`set_remaining`) in the current period of
+    a key's (or an identity's) quota: what was left before and after; 409 `no_quota`
+    saying `no_quota` for one without a quota."""
     if key.quota_requests is None or key.quota_period is None:
-        raise ApiError(
-            409, "no_quota", "This key has no quota: give it one with PUT /api/keys/<key> first."
-        )
+        raise ApiError(409, "no_quota", no_quota)
     name, seconds, _ = _counter(key, key.quota_period)
     spent = _limits().count(name)
     before = max(0, key.quota_requests - spent)
