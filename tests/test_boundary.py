@@ -85,7 +85,9 @@ def test_a_key_beyond_the_identity_is_404_as_another_organizations(
     key = getattr(fenced, target)
     named = shown(key) if how == "shown" else key
     elsewhere = shown(fenced.elsewhere) if how == "shown" else fenced.elsewhere
-    as_elsewhere = answers(client, getattr(fenced, caller), method, path.format(key=elsewhere), **body)
+    as_elsewhere = answers(
+        client, getattr(fenced, caller), method, path.format(key=elsewhere), **body
+    )
     answer = answers(client, getattr(fenced, caller), method, path.format(key=named), **body)
     assert (answer.status_code, answer.json) == (404, as_elsewhere.json)
     assert as_elsewhere.status_code == 404

@@ -122,7 +122,10 @@ def test_mcp_tools_that_make_keys_spend_quota_and_the_others_do_not(client, org)
             "method": "tools/call",
             "params": {"name": "create_key", "arguments": {"name": "b", "kind": "telemetry"}},
         },
-        headers={"Authorization": f"Bearer {holder}", "Accept": "application/json, text/event-stream"},
+        headers={
+            "Authorization": f"Bearer {holder}",
+            "Accept": "application/json, text/event-stream",
+        },
     )
     assert (spent.status_code, spent.json["code"]) == (429, "quota_exceeded")
     assert "structuredContent" in call(client, holder, "list_keys", {})
@@ -212,14 +215,17 @@ def test_a_grant_to_an_identity_is_refused_as_its_other_changes_are(client, org,
     assert elsewhere.status_code == 404
     for body in ({}, {"add": 1, "set_remaining": 1}, {"add": 0}, {"add": "1"}):
         assert client.post(path, json=body, auth=(org.sdk, "")).status_code == 422
-    assert client.get(f"/api/identities/{identity['id']}", auth=(org.sdk, "")).json[
-        "quota_remaining"
-    ] == 2
+    assert (
+        client.get(f"/api/identities/{identity['id']}", auth=(org.sdk, "")).json["quota_remaining"]
+        == 2
+    )
 
 
 def test_no_quota_names_the_grant_of_the_quota_that_binds(client, org):
     plain = identity_with(client, org)
-    refused = client.post(f"/api/identities/{plain['id']}/quota", json={"add": 1}, auth=(org.sdk, ""))
+    refused = client.post(
+        f"/api/identities/{plain['id']}/quota", json={"add": 1}, auth=(org.sdk, "")
+    )
     assert (refused.status_code, refused.json["code"]) == (409, "no_quota")
     assert "PUT /api/identities/<id>" in refused.json["detail"]
     limited = client.post(

@@ -125,9 +125,7 @@ def record(
             "target_name": None if target_key is None else target_key.name,
             "target_kind": None if target_key is None else target_key.kind,
             "actor_identity_id": None if actor_key is None else actor_key.identity_id,
-            "target_identity_id": target_identity
-            if target_key is None
-            else target_key.identity_id,
+            "target_identity_id": target_identity if target_key is None else target_key.identity_id,
         },
     )
     webhook_outbox.write(action, organization_id, actor, key, details, identity)

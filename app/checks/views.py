@@ -200,9 +200,9 @@ def forward_auth():
         '`{"active": false}` alone for unknown, malformed, deleted or other organizations\' '
         "keys, and, asked by a key that belongs to an identity, for the keys of another "
         'identity or of none; `{"active": false, "code": ...}` (and `retry_after` for '
-        "`rate_limited`) for a key of the organization its policy refuses now; its facts and metadata for one "
-        "that authenticates. Checking is a use of the key (`last_used`, its own rate "
-        "limit). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
+        "`rate_limited`) for a key of the organization its policy refuses now; its facts and "
+        "metadata for one that authenticates. Checking is a use of the key (`last_used`, "
+        "its own rate limit). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
         200,
         "Whether the key authenticates now, and if it does, its facts.",
         (*KEYS_REQUEST, *WITH_BODY),

@@ -290,14 +290,10 @@ def grant_quota(caller: Caller, reference: str, data: dict[str, Any]) -> dict[st
     in its current period (app/quotas), shared by all of its keys; recorded as
     identity.quota. 409 `no_quota` for an identity without one."""
     identity = find_identity(caller, reference)
-    no_quota = (
-        "This identity has no quota: give it one with PUT /api/identities/<id> first."
-    )
+    no_quota = "This identity has no quota: give it one with PUT /api/identities/<id> first."
     before, after = quotas.grant(identity, data, no_quota)
     shown = dump_identity(identity)
-    _record(
-        "identity.quota", caller, identity, {**data, "remaining": [before, after]}, shown
-    )
+    _record("identity.quota", caller, identity, {**data, "remaining": [before, after]}, shown)
     db.session.commit()
     return shown
 

@@ -378,12 +378,12 @@ def grant_quota(caller: Caller, key: Key, data: dict) -> Key:
     bounds.require_power_over(caller, bounds.judging(caller, key), key)
     bounds.require_not_own_quota(caller, key)
     no_quota = quotas.NO_QUOTA
-    if key.quota_requests is None and key.identity is not None:
-        if quotas.binding(key)[1] == bindings.IDENTITY:  # what binds it is its identity's
-            no_quota = (
-                "This key has no quota of its own: the quota that binds it is its "
-                f"identity's, granted with POST /api/identities/{key.identity.id}/quota."
-            )
+    held = key.identity
+    if key.quota_requests is None and held and quotas.binding(key)[1] == bindings.IDENTITY:
+        no_quota = (  # what binds it is its identity's quota
+            "This key has no quota of its own: the quota that binds it is its "
+            f"identity's, granted with POST /api/identities/{held.id}/quota."
+        )
     before, after = quotas.grant(key, data, no_quota)
     audit.record(
         "key.quota",

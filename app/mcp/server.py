@@ -69,7 +69,7 @@ def _listed(tool: tools.Tool, document: dict) -> ListedTool:
         name=tool.name,
         title=tool.title,
         description=tool.description,
-        input_schema=tools.input_schema(document, tool.name),
+        input_schema=tools.input_schema(document, tool.name, tool.names),
         output_schema=tools.output_schema(document, tool.name),
         annotations=ToolAnnotations(
             read_only_hint=tool.read_only,
@@ -80,10 +80,11 @@ def _listed(tool: tools.Tool, document: dict) -> ListedTool:
     )
 
 
-def _answer(body: dict | None) -> CallToolResult:
-    """The REST body as structured content, and as JSON text for clients that read text."""
+def _answer(tool: tools.Tool, body: dict | None) -> CallToolResult:
+    """The REST body as structured content, and as JSON text for clients that read text;
+    the tool's words for an answer with no body (a delete's)."""
     if body is None:
-        return CallToolResult(content=[TextContent(text=tools.DELETED)])
+        return CallToolResult(content=[TextContent(text=tool.no_body)])
     return CallToolResult(content=[_json(body)], structured_content=body)
 
 
@@ -106,7 +107,7 @@ def _call(
     problem body with isError."""
     with app.app_context():
         try:
-            return _answer(tool.call(caller, arguments))
+            return _answer(tool, tool.call(caller, arguments))
         except Exception as error:  # every refusal and fault answers as REST's would
             return _refused(error)
 

@@ -265,8 +265,9 @@ def identity_shown(identity_id: int) -> tuple[str, str]:
 
 
 _IDENTITY_QUOTA = Read(
-    select(_IDENTITIES.c.public_id, _IDENTITIES.c.quota_requests, _IDENTITIES.c.quota_period)
-    .where(_IDENTITIES.c.id == bindparam("id"))
+    select(_IDENTITIES.c.public_id, _IDENTITIES.c.quota_requests, _IDENTITIES.c.quota_period).where(
+        _IDENTITIES.c.id == bindparam("id")
+    )
 )
 
 
