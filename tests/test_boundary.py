@@ -237,3 +237,16 @@ def test_a_key_of_an_identity_changes_no_identity(client, org, fenced, caller):
 def test_a_custom_key_of_no_identity_still_reads_no_identity(client, fenced):
     answer = client.get(f"/api/identities/{fenced.partner_id}", auth=(fenced.founder, ""))
     assert (answer.status_code, answer.json["code"]) == (403, "forbidden")
+
+
+def test_a_key_of_an_identity_manages_no_webhooks(client, org, fenced):
+    """A webhook's events name every key of the organization: beyond an identity's reach."""
+    body = {"url": "https://hooks.example.com/k", "events": ["key.created"]}
+    for method, path, sent in (
+        ("GET", "/api/webhooks", None),
+        ("POST", "/api/webhooks", body),
+        ("GET", "/api/webhooks/wh_0000000000000000", None),
+    ):
+        answer = client.open(path, method=method, json=sent, auth=(fenced.partner_sdk, ""))
+        assert (answer.status_code, answer.json["code"]) == (403, "forbidden"), (method, path)
+    assert client.get("/api/webhooks", auth=(org.sdk, "")).status_code == 200
