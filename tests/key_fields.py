@@ -22,6 +22,7 @@ KEY_FIELDS = (
     "replaced_by",
     "quota",
     "quota_remaining",
+    "quota_bound_by",
     "identity",
 )
 

@@ -244,9 +244,9 @@ def test_an_export_imported_into_an_empty_service_authenticates_the_same_keys(
     for full_key in (org.sdk, org.telemetry, made["key"], STRIPE_LIKE, digest_only):
         assert full_key not in text
     # Who made a key is this service's lineage: an import is made by its importer (here
-    # the operator); what is left of a quota is counted anew.
-    # An identity comes in by its external id, with an id of the new service's.
-    lineage = ("quota_remaining", "created_by", "replaced_by", "identity")
+    # the operator); what is left of a quota, and which quota binds the most, are counted
+    # anew. An identity comes in by its external id, with an id of the new service's.
+    lineage = ("quota_remaining", "quota_bound_by", "created_by", "replaced_by", "identity")
     before = {
         line["key_sha256"]: {k: v for k, v in line.items() if k not in lineage} for line in lines
     }

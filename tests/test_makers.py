@@ -20,7 +20,8 @@ def made(client, maker: str, **body) -> dict:
 
 
 def use(client, key: str):
-    return client.get("/api/keys?page_size=1", auth=(key, ""))
+    """A use of `key`: a check at forward auth (managing keys spends no quota)."""
+    return client.get("/api/forward-auth", auth=(key, ""))
 
 
 def test_a_partner_with_3_uses_a_day_gets_3_in_all_from_every_key_it_makes(client, org):
@@ -38,7 +39,7 @@ def test_a_partner_with_3_uses_a_day_gets_3_in_all_from_every_key_it_makes(clien
             assert answer.status_code == 429, answer.json
             assert answer.json["code"] == "quota_exceeded"
     for key in keys * 3:  # then every key it made uses itself
-        allowed += use(client, key).status_code == 200
+        allowed += use(client, key).status_code == 204
     assert allowed == 3
     assert len(keys) == 4  # the partner and three generations: one allowed use each
 
@@ -51,8 +52,8 @@ def test_five_generations_of_a_limited_key_share_its_quota(client, org):
     for _ in range(5):
         keys.append(made(client, keys[-1])["key"])
     answers = [use(client, keys[index % 6]) for index in range(30)]
-    assert sum(answer.status_code == 200 for answer in answers) == 5
-    refused = [answer.json for answer in answers if answer.status_code != 200]
+    assert sum(answer.status_code == 204 for answer in answers) == 5
+    refused = [answer.json for answer in answers if answer.status_code != 204]
     assert {body["code"] for body in refused} == {"quota_exceeded"}
     # The partner's own uses are refused by its own quota, every other key's by a maker's.
     assert {body["limit"] for body in refused} <= {"key", "maker"}
@@ -66,7 +67,7 @@ def test_a_rate_limited_key_and_three_keys_it_made_pass_no_more_than_its_limit(c
     maker = made(client, org.sdk, rate_limit=limit)["key"]
     children = [made(client, maker)["key"] for _ in range(3)]
     answers = [use(client, key) for key in [maker, *children] * 6]
-    assert sum(answer.status_code == 200 for answer in answers) == 10 - 3
+    assert sum(answer.status_code == 204 for answer in answers) == 10 - 3
     refusal = next(answer for answer in answers if answer.status_code == 429)
     assert refusal.json["code"] == "rate_limited"
     assert int(refusal.headers["Retry-After"]) >= 1
@@ -76,7 +77,7 @@ def test_a_made_key_names_every_rate_limit_that_binds_it(client, org):
     maker = made(client, org.sdk, rate_limit={"requests": 100, "seconds": 60})["key"]
     child = made(client, maker, rate_limit={"requests": 10, "seconds": 60})["key"]
     answer = use(client, child)
-    assert answer.status_code == 200
+    assert answer.status_code == 204
     assert answer.headers["RateLimit-Policy"] == '"key";q=10;w=60, "maker";q=100;w=60'
     assert answer.headers["RateLimit"].startswith('"key";r=9;t=')
     assert '"maker";r=98;t=' in answer.headers["RateLimit"]  # its create and this use
@@ -87,16 +88,16 @@ def test_a_key_that_made_keys_keeps_binding_them_once_deleted(client, org):
     child = made(client, maker)["key"]  # the maker's first use
     assert client.delete(f"/api/keys/{maker[:15]}", auth=(org.sdk, "")).status_code == 204
     results = [use(client, child).status_code for _ in range(5)]
-    assert results == [200, 200, 200, 429, 429]
+    assert results == [204, 204, 204, 429, 429]
 
 
 def test_a_rotated_maker_hands_its_counts_to_its_successor_and_keeps_binding(client, org):
     maker = made(client, org.sdk, quota={"requests": 5, "period": "day"})["key"]
     child = made(client, maker)["key"]  # 1
     successor = rotate(client, maker, maker[:15]).json["key"]  # 2: the rotation is a use
-    assert use(client, child).status_code == 200  # 3
-    assert use(client, successor).status_code == 200  # 4
-    assert use(client, child).status_code == 200  # 5
+    assert use(client, child).status_code == 204  # 3
+    assert use(client, successor).status_code == 204  # 4
+    assert use(client, child).status_code == 204  # 5
     assert use(client, successor).status_code == 429
     assert use(client, child).status_code == 429
 
@@ -105,7 +106,7 @@ def test_a_key_rotated_by_its_maker_stays_bound(client, org):
     maker = made(client, org.sdk, quota={"requests": 4, "period": "day"})["key"]
     child = made(client, maker)["key"]  # 1
     new_child = rotate(client, maker, child[:15]).json["key"]  # 2
-    assert [use(client, new_child).status_code for _ in range(3)] == [200, 200, 429]
+    assert [use(client, new_child).status_code for _ in range(3)] == [204, 204, 429]
 
 
 def test_a_makers_limits_changed_bind_the_keys_it_made_at_once(client, org):
@@ -113,10 +114,10 @@ def test_a_makers_limits_changed_bind_the_keys_it_made_at_once(client, org):
     child = made(client, maker)["key"]  # 1
     narrowed = update(client, org.sdk, maker[:15], quota={"requests": 3, "period": "day"})
     assert narrowed.status_code == 200, narrowed.json
-    assert [use(client, child).status_code for _ in range(3)] == [200, 200, 429]
+    assert [use(client, child).status_code for _ in range(3)] == [204, 204, 429]
     lifted = update(client, org.sdk, maker[:15], quota=None)
     assert lifted.status_code == 200, lifted.json
-    assert use(client, child).status_code == 200  # bound by its own quota (50) alone now
+    assert use(client, child).status_code == 204  # bound by its own quota (50) alone now
 
 
 def test_a_key_cannot_grant_uses_to_its_makers_quota(client, org):
@@ -142,7 +143,7 @@ def test_limits_given_to_a_maker_later_bind_the_keys_it_made(client, org):
     maker = made(client, org.sdk)["key"]
     child = made(client, maker, quota=None)["key"]
     assert update(client, org.sdk, maker[:15], quota=DAY_3).status_code == 200
-    assert [use(client, child).status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert [use(client, child).status_code for _ in range(4)] == [204, 204, 204, 429]
 
 
 def test_a_key_cannot_loosen_the_limits_of_a_key_that_made_it(client, org):
@@ -172,8 +173,8 @@ def test_a_rotated_keys_limits_are_its_successors(client, org):
 def test_keys_made_by_a_key_without_limits_are_bound_by_their_own_alone(client, org, limits):
     child = made(client, org.sdk, **limits)["key"]
     grandchild = made(client, child, quota={"requests": 2, "period": "day"})["key"]
-    assert [use(client, child).status_code for _ in range(4)] == [200] * 4
-    assert [use(client, grandchild).status_code for _ in range(3)] == [200, 200, 429]
+    assert [use(client, child).status_code for _ in range(4)] == [204] * 4
+    assert [use(client, grandchild).status_code for _ in range(3)] == [204, 204, 429]
 
 
 def test_a_key_imported_with_a_deleted_makers_identifier_takes_none_of_its_counts(client, org):
@@ -193,4 +194,4 @@ def test_a_key_imported_with_a_deleted_makers_identifier_takes_none_of_its_count
     assert brought.json["keys"][0]["quota_remaining"] == 1  # its own count, not the lineage's
     uses = [client.get("/api/forward-auth", auth=(entry["key"], "")).status_code for _ in range(2)]
     assert uses == [204, 429]
-    assert [use(client, child).status_code for _ in range(5)] == [200] * 4 + [429]
+    assert [use(client, child).status_code for _ in range(5)] == [204] * 4 + [429]

@@ -43,6 +43,11 @@ TOOLS = (
     "get_key_usage",
     "list_identities",
     "delete_key",
+    "get_identity",
+    "create_identity",
+    "update_identity",
+    "delete_identity",
+    "get_identity_usage",
 )
 TOOLS_THREAD = "AnyIO worker thread"
 
@@ -388,6 +393,11 @@ def test_the_tools_and_their_annotations(client, org):
         "get_key_usage": (True, False, False),
         "list_identities": (True, False, False),
         "delete_key": (False, True, False),
+        "get_identity": (True, False, False),
+        "create_identity": (False, False, False),
+        "update_identity": (False, False, False),
+        "delete_identity": (False, True, False),
+        "get_identity_usage": (True, False, False),
     }
 
 
@@ -918,3 +928,69 @@ def test_a_refusal_points_an_agent_at_what_it_can_read(
 ):
     result = call(client, org.sdk, tool, arguments)
     assert ".md" not in result["content"][0]["text"]
+
+
+# The identities' tools: the REST twins' bodies and refusals.
+
+
+def test_the_identity_tools_answer_the_rest_bodies(client, org):
+    made = call(client, org.sdk, "create_identity", {"external_id": "c-1", "name": "C 1"})
+    identity = made["structuredContent"]
+    rest = client.get(f"/api/identities/{identity['id']}", auth=(org.sdk, "")).json
+    assert identity == rest
+    for named in (identity["id"], "external_id:c-1"):
+        got = call(client, org.sdk, "get_identity", {"identity": named})
+        assert got["structuredContent"] == rest
+    quota = {"requests": 5, "period": "day"}
+    changed = call(client, org.sdk, "update_identity", {"identity": identity["id"], "quota": quota})
+    assert changed["structuredContent"]["quota"] == quota
+    assert (
+        changed["structuredContent"]
+        == client.get(f"/api/identities/{identity['id']}", auth=(org.sdk, "")).json
+    )
+    usage = call(
+        client, org.sdk, "get_identity_usage", {"identity": identity["id"], "granularity": "hour"}
+    )
+    rest_usage = client.get(
+        f"/api/identities/{identity['id']}/usage?granularity=hour", auth=(org.sdk, "")
+    ).json
+    assert usage["structuredContent"]["identity"] == identity["id"]
+    assert usage["structuredContent"]["total"] == rest_usage["total"]
+    again = call(client, org.sdk, "create_identity", {"external_id": "c-1"})
+    assert refused(again)["code"] == "identity_exists"
+    gone = call(client, org.sdk, "delete_identity", {"identity": identity["id"]})
+    assert gone["content"][0]["text"] == "Deleted: the identity is gone."
+    missing = call(client, org.sdk, "get_identity", {"identity": identity["id"]})
+    assert refused(missing)["status"] == 404
+    for tool, arguments in (
+        ("get_identity", {}),
+        ("get_identity", {"identity": 5}),
+        ("get_identity", {"identity": "id_x", "other": 1}),
+        ("update_identity", {"identity": "id_x", "quota": "lots"}),
+        ("get_identity_usage", {"identity": "external_id:nobody"}),
+    ):
+        answer = refused(call(client, org.sdk, tool, arguments))
+        assert answer["status"] in (404, 422), (tool, answer)
+
+
+def test_the_identity_tools_keep_the_boundary(client, org):
+    for external_id in ("partner", "customer"):
+        call(client, org.sdk, "create_identity", {"external_id": external_id})
+    body = {"name": "p", "kind": "sdk_integration", "identity": "partner"}
+    partner = client.post("/api/keys", json=body, auth=(org.sdk, "")).json["key"]
+    own = call(client, partner, "get_identity", {"identity": "external_id:partner"})
+    assert own["structuredContent"]["external_id"] == "partner"
+    assert "structuredContent" in call(
+        client, partner, "get_identity_usage", {"identity": "external_id:partner"}
+    )
+    for tool in ("get_identity", "get_identity_usage"):
+        other = call(client, partner, tool, {"identity": "external_id:customer"})
+        assert refused(other)["status"] == 404
+    for tool, arguments in (
+        ("create_identity", {"external_id": "mine"}),
+        ("update_identity", {"identity": "external_id:partner", "name": "n"}),
+        ("delete_identity", {"identity": "external_id:customer"}),
+    ):
+        assert refused(call(client, partner, tool, arguments))["code"] == "forbidden", tool
+    listed_identities = call(client, partner, "list_identities", {})["structuredContent"]
+    assert [i["external_id"] for i in listed_identities["data"]] == ["partner"]

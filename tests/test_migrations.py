@@ -20,6 +20,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from app.extensions import db
+from app.keys import operator
 from app.storage.database import SchemaNotCurrent, require_current_schema, upgrade, upgrade_embedded
 from tests.databases import needs_postgresql
 from tests.processes import PROJECT, run_flask, service_env
@@ -284,7 +285,8 @@ def insert_first_revision_keys(engine: sa.Engine) -> None:
 # nullable column (an imported key's shown form): keys stored without it are shown as before.
 # 0014 added hosts, 0015 usage_batches and 0016 retired_keys, tables of their own: keys are
 # stored as before. 0017 rewrote imported keys' shown forms: keys are stored as before. 0018
-# added quota_grants, a table of its own: keys are stored as before.
+# added quota_grants, a table of its own, and 0019 columns of audit_events: keys are stored
+# as before.
 STORE_KEYS_AT = {
     "0001": insert_first_revision_keys,
     "0002": insert_first_revision_keys,
@@ -304,6 +306,7 @@ STORE_KEYS_AT = {
     "0016": insert_first_revision_keys,
     "0017": insert_first_revision_keys,
     "0018": insert_first_revision_keys,
+    "0019": insert_first_revision_keys,
 }
 
 
@@ -426,6 +429,30 @@ def test_events_recorded_before_0009_read_with_null_names(app_on, new_database):
         None,
     )
     assert (newest["target_name"], newest["actor_name"]) == ("renamed", "old sdk_integration")
+
+
+def test_events_recorded_before_0019_are_given_the_identities_of_their_keys(app_on, new_database):
+    """A key of an identity reads its identity's events alone: those recorded before 0019
+    are given the identity of the key (or identity) they name, when it still exists."""
+    database = new_database()
+    app = app_on(database)
+    upgrade(app)
+    with app.app_context():
+        _, keys = operator.create_organization("acme")
+    [sdk] = [full_key for key, full_key in keys if key.kind == "sdk_integration"]
+    client = app.test_client()
+    made = client.post("/api/identities", json={"external_id": "partner"}, auth=(sdk, ""))
+    body = {"name": "p", "kind": "sdk_integration", "identity": "partner"}
+    partner = client.post("/api/keys", json=body, auth=(sdk, "")).json["key"]
+    client.post("/api/keys", json=body | {"identity": None}, auth=(sdk, ""))
+    before = client.get("/api/audit", auth=(partner, "")).json
+    with app.app_context():
+        command.downgrade(alembic_config(), "0018")
+    upgrade(app)
+    after = client.get("/api/audit", auth=(partner, "")).json
+    assert [e["action"] for e in after["data"]] == ["key.created", "identity.created"]
+    assert after == before
+    assert after["data"][1]["target"] == made.json["id"]
 
 
 def test_org_create_on_a_brand_new_sqlite_file_needs_no_separate_step(app_on, tmp_path):

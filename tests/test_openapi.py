@@ -11,7 +11,7 @@ from marshmallow import ValidationError
 from openapi_spec_validator import validate
 from openapi_spec_validator.validation import OpenAPIV31SpecValidator
 
-from app.domain.scopes import KINDS
+from app.domain.scopes import KINDS, MANAGING_KINDS
 from app.http.errors import CODES
 from app.http.operations import ANY_REQUEST, ERROR_MEANINGS, PROBLEM_CODES, Operation, documented
 from app.keys import schemas
@@ -239,6 +239,12 @@ def test_operations_name_the_keys_they_need(document):
                 continue
             if path == "/api/revoke":  # holding a key is the right
                 assert operation["security"] == []
+                continue
+            if path.startswith("/api/identities") and method == "get":  # a key of one: its own
+                roles = {role for need in operation["security"] for [role] in need.values()}
+                assert roles == set(MANAGING_KINDS), (path, method)
+                assert "belongs to an identity" in operation["description"]
+                assert "any other key gets 403" in operation["description"]
                 continue
             if path.startswith(("/api/webhooks", "/api/identities")):  # sections 22, 23
                 roles = {role for need in operation["security"] for [role] in need.values()}

@@ -25,8 +25,11 @@ def key_with(client, org, **body) -> dict:
 
 
 def use(client, key: str, door: str = "rest"):
+    """A use of `key`: at REST, a create (managing keys spends no quota, making them does:
+    201), else a check at forward auth (204)."""
     if door == "rest":
-        return client.get("/api/keys?page_size=1", auth=(key, ""))
+        body = {"name": "use", "kind": "custom", "scopes": ["monitor:read"]}
+        return client.post("/api/keys", json=body, auth=(key, ""))
     return client.get("/api/forward-auth", auth=(key, ""))
 
 
@@ -72,7 +75,7 @@ def test_uses_at_every_door_spend_the_quota_then_429(client, org):
     assert (made["quota"], made["quota_remaining"]) == (DAY, 3)
     key = made["key"]
     first, second = use(client, key), use(client, key, "forward_auth")
-    assert (first.status_code, second.status_code) == (200, 204)
+    assert (first.status_code, second.status_code) == (201, 204)
     assert [first.headers["Quota-Remaining"], second.headers["Quota-Remaining"]] == ["2", "1"]
     assert 1 <= int(first.headers["Quota-Reset"]) <= 86_400
     assert read(client, org, key)["quota_remaining"] == 1
@@ -92,7 +95,7 @@ def test_a_lifetime_quota_says_no_reset_and_who_can_give_more(client, org):
     # What its detail points at gives it more, and the key is let through again.
     granted = client.post(f"/api/keys/{key[:15]}/quota", json={"add": 1}, auth=(org.sdk, ""))
     assert granted.status_code == 200, granted.json
-    assert use(client, key).status_code == 200
+    assert use(client, key).status_code == 201
 
 
 def test_introspection_shows_what_is_left_then_quota_exceeded(client, org):
@@ -106,18 +109,18 @@ def test_introspection_shows_what_is_left_then_quota_exceeded(client, org):
 def test_a_use_the_rate_limit_refuses_spends_nothing_of_the_quota(client, org):
     rate = {"requests": 2, "seconds": 60}
     key = key_with(client, org, quota={"requests": 10, "period": "day"}, rate_limit=rate)["key"]
-    assert [use(client, key).status_code for _ in range(4)] == [200, 200, 429, 429]
+    assert [use(client, key).status_code for _ in range(4)] == [201, 201, 429, 429]
     assert read(client, org, key)["quota_remaining"] == 8
 
 
 def test_a_use_the_quota_refuses_spends_nothing_of_the_rate_limit(client, org):
     rate = {"requests": 5, "seconds": 60}
     key = key_with(client, org, quota={"requests": 2, "period": "day"}, rate_limit=rate)["key"]
-    assert [use(client, key).status_code for _ in range(4)] == [200, 200, 429, 429]
+    assert [use(client, key).status_code for _ in range(4)] == [201, 201, 429, 429]
     grant = client.post(f"/api/keys/{key[:15]}/quota", json={"add": 1}, auth=(org.sdk, ""))
     assert grant.status_code == 200, grant.json
     answer = use(client, key)
-    assert answer.status_code == 200
+    assert answer.status_code == 201
     assert answer.headers["RateLimit"] == '"key";r=2;t=' + answer.headers["RateLimit"][12:]
 
 
@@ -130,7 +133,7 @@ def test_grants_add_or_set_what_is_left_and_are_audited(client, org):
     assert read(client, org, key)["quota_remaining"] == 7
     set_ = client.post(path, json={"set_remaining": 1}, auth=(org.sdk, ""))
     assert set_.json["quota_remaining"] == 1
-    assert use(client, key).status_code == 200
+    assert use(client, key).status_code == 201
     assert_quota_exceeded(use(client, key))
     recorded = events(client, org.sdk, "key.quota")
     assert [event["details"] for event in recorded] == [
@@ -179,7 +182,7 @@ def test_a_rotations_successor_spends_the_same_count(client, org):
     use(client, key)
     successor = rotate(client, org.sdk, key[:15]).json
     assert (successor["quota"], successor["quota_remaining"]) == (DAY, 1)
-    assert use(client, successor["key"]).status_code == 200
+    assert use(client, successor["key"]).status_code == 201
     assert_quota_exceeded(use(client, successor["key"]))
 
 
@@ -193,7 +196,7 @@ def test_changing_the_quota_keeps_what_was_used(client, org):
     assert monthly.json["quota_remaining"] == 1
     removed = update(client, org.sdk, key[:15], quota=None)
     assert (removed.json["quota"], removed.json["quota_remaining"]) == (None, None)
-    assert [use(client, key).status_code for _ in range(3)] == [200] * 3
+    assert [use(client, key).status_code for _ in range(3)] == [201] * 3
     changes = [event["details"]["quota"] for event in events(client, org.sdk, "key.updated")]
     assert changes == [  # newest first
         [{"requests": 4, "period": "month"}, None],
@@ -204,12 +207,12 @@ def test_changing_the_quota_keeps_what_was_used(client, org):
 
 def test_the_end_of_the_day_renews_a_day_quota(client, org, monkeypatch):
     key = key_with(client, org, quota={"requests": 1, "period": "day"})["key"]
-    assert use(client, key).status_code == 200
+    assert use(client, key).status_code == 201
     assert_quota_exceeded(use(client, key))
     tomorrow = periods.window("day", uses.utcnow()).end
     for module in (uses, quotas):
         monkeypatch.setattr(module, "utcnow", lambda: tomorrow)
-    assert use(client, key).status_code == 200
+    assert use(client, key).status_code == 201
     assert read(client, org, key)["quota_remaining"] == 0
 
 
@@ -293,15 +296,19 @@ def test_a_caller_with_a_quota_gives_no_more_and_takes_its_own_by_default(client
 
 
 def test_at_mcp_only_tool_calls_spend_the_quota(client, org):
-    """At /mcp only a tool call is a use: the protocol's other messages spend none of it."""
+    """At /mcp only a tool call is a use: the protocol's other messages spend none of it; of the
+    tool calls, those that make a key do (docs/api.md)."""
     quota = {"requests": 2, "period": "day"}
     key = key_with(client, org, kind="sdk_integration", scopes=[], quota=quota)
     for _ in range(3):
         assert listed(client, key["key"])
     assert rpc(client, key["key"], "ping").status_code == 200
-    for _ in range(2):
+    for _ in range(2):  # tools that make no key spend none of it either
         assert call(client, key["key"], "list_keys", {}).get("isError") is not True
-    answer = rpc(client, key["key"], "tools/call", {"name": "list_keys", "arguments": {}})
+    telemetry = {"name": "t", "kind": "telemetry"}
+    for _ in range(2):
+        assert call(client, key["key"], "create_key", telemetry).get("isError") is not True
+    answer = rpc(client, key["key"], "tools/call", {"name": "create_key", "arguments": telemetry})
     assert_quota_exceeded(answer)
     assert read(client, org, key["key"])["quota_remaining"] == 0
 

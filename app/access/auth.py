@@ -150,11 +150,16 @@ def found(
 
 
 def _judged(
-    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool
+    holder: Holder,
+    address: Callable[[], str | None],
+    door: str,
+    is_use: bool,
+    quota: bool = True,
 ) -> policy.Verdict:
     """The policy's verdict on a found key at `door`, counted: in the metrics, and in the
-    key's usage when the request `is_use` (policy.verdict says what is no use)."""
-    decided = policy.verdict(holder.caller, address, is_use)
+    key's usage when the request `is_use` (policy.verdict says what is no use, and what a
+    use that spends no `quota` spends)."""
+    decided = policy.verdict(holder.caller, address, is_use, quota)
     checked(door, decided.refusal or verdicts.ALLOWED, holder.caller.id if is_use else None)
     if decided.exhausted:  # this use was the last of a quota: recorded now, once a period
         current_app.extensions[limits.EXHAUSTED](holder.caller, decided.exhausted)
@@ -162,12 +167,17 @@ def _judged(
 
 
 def use(
-    holder: Holder, address: Callable[[], str | None], door: str, is_use: bool = True
+    holder: Holder,
+    address: Callable[[], str | None],
+    door: str,
+    is_use: bool = True,
+    quota: bool = True,
 ) -> policy.Verdict:
     """The policy's verdict on a found key used at `door` (counted) from the client
-    `address()` gives; a key it lets through has its use recorded (`last_used`: any request
-    it authenticates, one that is no use included)."""
-    decided = _judged(holder, address, door, is_use)
+    `address()` gives, spending its quotas when the use spends `quota`; a key it lets
+    through has its use recorded (`last_used`: any request it authenticates, one that is
+    no use included)."""
+    decided = _judged(holder, address, door, is_use, quota)
     if decided.refusal is None:
         record_use(holder)
     return decided
@@ -190,6 +200,7 @@ def authenticate(
     door: str = REST,
     facts: bool = False,
     is_use: bool = True,
+    quota: bool = True,
 ) -> Holder:
     """The key this request's Authorization presents in one of `schemes` (of the
     organization `organization_id`, when one is named) at `door`, which its policy lets
@@ -197,7 +208,8 @@ def authenticate(
     when asked: forward auth answers the organization's name): 429 past the abuse limits
     (`rate` per key), 401 (with `challenge`) when there is no valid key, the policy's
     refusal otherwise. A request that `is_use` not (policy.verdict) spends nothing of the
-    key's own limit and quota and is in no key's usage; spend() makes it a use later."""
+    key's own limit and quota and is in no key's usage; spend() makes it a use later. One
+    that spends no `quota` spends the rate limits that bind the key alone."""
     generation = limits.attempt()  # a failed authentication unless the key proves valid
     header = request.headers.get("Authorization")
     presented = credentials.presented(header, current_app.config["KEY_PREFIX"])
@@ -205,7 +217,7 @@ def authenticate(
     holder = found(presented.key, generation, organization_id, facts) if valid else None
     if holder is None:
         raise refused(door, unrecognised(header, challenge, schemes, valid))
-    decided = use(holder, addresses.client_address, door, is_use)
+    decided = use(holder, addresses.client_address, door, is_use, quota)
     if decided.refusal in policy.SPENT:
         limits.forgive()  # a key spent by its holder: it guessed nothing
     _admit(decided, challenge)
@@ -213,12 +225,13 @@ def authenticate(
     return holder
 
 
-def spend(holder: Holder, door: str, challenge: Challenge) -> None:
+def spend(holder: Holder, door: str, challenge: Challenge, quota: bool = True) -> None:
     """The request that authenticate() let `holder` through as no use turns out to be one
     (MCP's tools/call, once its body is read): the policy judges it again, its own limit
-    spent, and counts it in the key's usage; its refusal raised as authenticate() does.
-    `last_used` and the abuse limits have counted the request already."""
-    _admit(_judged(holder, addresses.client_address, door, is_use=True), challenge)
+    spent (its quotas when the use spends `quota`), and counts it in the key's usage; its
+    refusal raised as authenticate() does. `last_used` and the abuse limits have counted
+    the request already."""
+    _admit(_judged(holder, addresses.client_address, door, True, quota), challenge)
 
 
 def require_held(required: int, held: int, door: str) -> None:
@@ -238,17 +251,32 @@ def caller() -> Caller:
     return g.caller
 
 
-def managing_caller(rate: str = limits.PER_KEY) -> Caller:
-    """The request's key, which must be of a managing kind: 403 for telemetry."""
-    caller = authenticate(rate).caller
+def managing_caller(rate: str = limits.PER_KEY, quota: bool = False) -> Caller:
+    """The request's key, which must be of a managing kind: 403 for telemetry. Managing
+    spends no quota of the key, only its rate limits (docs/api.md): the requests that make
+    a key, or check one (introspection), say they spend `quota`."""
+    caller = authenticate(rate, quota=quota).caller
     if caller.kind not in MANAGING_KINDS:
         raise refused(REST, ApiError(403, "forbidden", "Telemetry keys cannot manage API keys."))
     return caller
 
 
+# What a view that makes keys carries (makes_keys): its requests spend the caller's quota.
+MAKES_KEYS = "makes_keys"
+
+
+def makes_keys(view: Callable) -> Callable:
+    """Marks a view whose requests make a key (a create, a rotation, an import): of the
+    key-management requests, the only ones that spend the caller's quota."""
+    setattr(view, MAKES_KEYS, True)
+    return view
+
+
 def require_managing_key() -> None:
-    """The before_request hook of the key-management blueprints."""
-    g.caller = managing_caller()
+    """The before_request hook of the key-management blueprints: a managing key, whose
+    quota is spent when the view makes keys."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    g.caller = managing_caller(quota=getattr(view, MAKES_KEYS, False))
 
 
 # The first segment of the paths whose answers are never kept.

@@ -176,12 +176,12 @@ class Limits:
         """Where the rate limit of `counter` (a key's lineage, an identity) counts."""
         return RateLimitItemPerSecond(requests, seconds).key_for(self.prefix, OWN, counter)
 
-    def spend_key(self, key: Caller) -> KeyUse:
+    def spend_key(self, key: Caller, quotas: bool = True) -> KeyUse:
         """One use of `key` under every limit that binds it (bindings: its own, its makers',
-        its identity's), counted by all or by none (app/access/counting's spend), rate
-        limits first: counted whether the abuse limits are on or not, since its owner asked
-        for them."""
-        counters, parts = uses.counters(key, self.rate_key, self.quota_key)
+        its identity's; its rate limits alone when not `quotas`), counted by all or by none
+        (app/access/counting's spend), rate limits first: counted whether the abuse limits
+        are on or not, since its owner asked for them."""
+        counters, parts = uses.counters(key, self.rate_key, self.quota_key, quotas)
         quota_bound = any(part.kind == QUOTA for part in parts)
         storage = self._storage()
         if quota_bound and storage is self.fallback:
@@ -398,7 +398,8 @@ def forgive_and_count(identifier: str, rate: str = PER_KEY) -> None:
         raise limits.refusal(rate, identifier)
 
 
-def spend_key(key: Caller) -> KeyUse:
-    """One use of `key` under its own rate limit and quota (it has one or both)."""
+def spend_key(key: Caller, quotas: bool = True) -> KeyUse:
+    """One use of `key` under the limits that bind it (it has some): its rate limits, and
+    its quotas when `quotas`."""
     limits: Limits = current_app.extensions["limits"]
-    return limits.spend_key(key)
+    return limits.spend_key(key, quotas)

@@ -56,13 +56,14 @@ BOUND_REFUSALS = {
     "for this period, which the keys it made share: Retry-After says when the next period "
     "renews it.",
     (QUOTA_EXCEEDED, bindings.IDENTITY, False): "This key's identity has used up its quota for "
-    "this period, which all of its keys share: Retry-After says when the next period renews it.",
+    "this period, which all of its keys share: Retry-After says when the next period renews "
+    "it, unless its organization grants more first (POST /api/identities/<id>/quota).",
     (QUOTA_EXCEEDED, bindings.MAKER, True): "A key that made this key has used up its lifetime "
     "quota, which the keys it made share and which is never renewed: ask the owner of that "
     "key for more uses (POST /api/keys/<key>/quota).",
     (QUOTA_EXCEEDED, bindings.IDENTITY, True): "This key's identity has used up its lifetime "
     "quota, which all of its keys share and which is never renewed: ask its organization for "
-    "more (PUT /api/identities/<id>).",
+    "more (POST /api/identities/<id>/quota).",
 }
 # The refusal of each of a key's own limits (app/access/limits.py's KeyUse): a key its holder has
 # used up, which says nothing of a guess.
@@ -104,10 +105,14 @@ class Verdict(NamedTuple):
 USABLE = Verdict(None)
 
 
-def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True) -> Verdict:
+def verdict(
+    key: Caller, address: Callable[[], str | None], is_use: bool = True, quota: bool = True
+) -> Verdict:
     """Whether `key` may be used now from the client `address()` gives (asked only of a
     key with allowed_ips; None: unknown, which no allow list takes); a use under its own
-    limit is spent here. USABLE itself for a key that may and has no limit of its own.
+    limit is spent here, and of its quotas only when the use spends `quota` (a request
+    that manages keys spends only their rate limits, unless it makes one: docs/api.md).
+    USABLE itself for a key that may and has no limit of its own.
 
     A request that `is_use` not (a message of MCP's protocol other than tools/call,
     docs/design.md, "Promises kept by default") is judged on all but the limit and the quota, which
@@ -124,7 +129,9 @@ def verdict(key: Caller, address: Callable[[], str | None], is_use: bool = True)
         and not (key.bound_by and bindings.binds(key.bound_by))
     ):
         return USABLE
-    spent = limits.spend_key(key)  # the rate limits, then the quotas: all or none
+    if not quota and not bindings.rated(key):
+        return USABLE  # only quotas bind it, and this use spends none
+    spent = limits.spend_key(key, quota)  # the rate limits, then the quotas: all or none
     return Verdict(
         spent.refused and _SPENT[spent.refused],
         spent.refusing,

@@ -83,10 +83,12 @@ def counters(
     key: Caller,
     rate_key: Callable[[str, int, int], str],
     quota_key: Callable[[str, str], str],
+    quotas: bool = True,
 ) -> tuple[list[Counter], list[Part]]:
     """The counters one use of `key` counts in, rate limits first, and what each counts:
     where a rate limit counts is `rate_key(counter, requests, seconds)`, a quota
-    `quota_key(counter, window)` (app/access/limits.py)."""
+    `quota_key(counter, window)` (app/access/limits.py); the rate limits alone for a use
+    that spends no quota (not `quotas`: a request that manages keys without making one)."""
     own = bindings.Bound(
         bindings.KEY,
         key.counter,
@@ -114,7 +116,7 @@ def counters(
             )
             parts.append(Part(bound, RATE, name, None))
     now = None
-    for bound in binding:
+    for bound in binding if quotas else ():
         if bound.quota_requests is not None and bound.quota_period is not None:
             now = now or utcnow()
             window = periods.window(bound.quota_period, now)

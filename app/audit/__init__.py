@@ -13,7 +13,7 @@ from sqlalchemy import insert
 
 from app.audit import events
 from app.audit import outbox as webhook_outbox
-from app.domain import addresses, keyformat
+from app.domain import addresses, keyformat, reach
 from app.domain.credentials import Caller
 from app.domain.scopes import ALL
 from app.domain.timestamps import utcnow
@@ -56,6 +56,8 @@ IDENTITY_ACTIONS = (
     "identity.updated",
     "identity.deleted",
     "identity.quota_exhausted",
+    # More uses granted to an identity's quota (POST /api/identities/<id>/quota).
+    "identity.quota",
 )
 ACTIONS = KEY_ACTIONS + WEBHOOK_ACTIONS + IDENTITY_ACTIONS
 # The actions whose target is no key: shown as it is.
@@ -72,6 +74,9 @@ class Named(Protocol):
 
     @property
     def kind(self) -> str: ...
+
+    @property
+    def identity_id(self) -> int | None: ...
 
 
 def actor_of(caller: Caller) -> str:
@@ -97,6 +102,7 @@ def record(
     key: dict[str, Any] | None = None,
     identity: dict[str, Any] | None = None,
     target_name: str | None = None,
+    target_identity: int | None = None,
 ) -> None:
     """Add one event to the session's transaction; `target` is the key's identifier (a
     webhook endpoint's id for its own actions). The client's address is the one the abuse
@@ -104,7 +110,9 @@ def record(
     acting and target keys as they are now, whose name and kind the event keeps (None: the
     actor is no key). `key`, the key object as read, goes to the organization's webhooks
     with the event (app/audit/outbox.py), as `identity`, the identity object, goes with an
-    identity's. `target_name` names a target that is no key (an identity, by its name)."""
+    identity's. `target_name` names a target that is no key (an identity, by its name);
+    `target_identity` is the row id of the identity an identity's own event is of (a key's
+    event is of its key's identity)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     metrics.audit_recorded(action)
@@ -124,27 +132,33 @@ def record(
             "actor_kind": None if actor_key is None else actor_key.kind,
             "target_name": target_name if target_key is None else target_key.name,
             "target_kind": None if target_key is None else target_key.kind,
+            "actor_identity_id": None if actor_key is None else actor_key.identity_id,
+            "target_identity_id": target_identity if target_key is None else target_key.identity_id,
         },
     )
     webhook_outbox.write(action, organization_id, actor, key, details, identity)
 
 
 def list_events(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[AuditEvent]:
-    """The caller's organization's events, newest first (`filters`: target, action, since,
-    as events.events_page takes them); only a key that holds every scope may read them
-    (the log names every key and who changed it)."""
+    """The events within the caller's reach, newest first (`filters`: target, action, since,
+    as events.events_page takes them): its organization's, and for a key of an identity,
+    those whose acting key or target was of its identity (app/domain/reach.py). Only a key
+    that holds every scope may read them (the log names every key and who changed it)."""
     if caller.scope_bits != ALL:
         raise ApiError(
             403, "forbidden", "Only a key that holds every scope may read the audit log."
         )
+    reached = reach.of(caller)
     target = filters.get("target")
     if target is not None and target.endswith(keyformat.SHOWN_SUFFIX):
         # A key named by its identifier: its events name it as answers show it.
         identifier = target.removesuffix(keyformat.SHOWN_SUFFIX)
-        key = queries.key_by_identifier(caller.organization_id, identifier)
+        key = queries.key_by_identifier(reached.organization_id, identifier)
         if key is not None and key.shown:
             filters["target"] = key.shown
-    return events.events_page(caller.organization_id, page, page_size, **filters)
+    return events.events_page(
+        reached.organization_id, page, page_size, identity=reached.identity_id, **filters
+    )
 
 
 def exported(organization_name: str, since: datetime | None = None) -> Iterator[AuditEvent]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, and_, select
+from sqlalchemy import ColumnElement, Select, and_, or_, select
 
 from app.extensions import db
 from app.storage import pages
@@ -21,9 +21,11 @@ def events_page(
     target: str | None = None,
     action: str | None = None,
     since: datetime | None = None,
+    identity: int | None = None,
 ) -> Page[AuditEvent]:
-    """A page of the organization's audit events, newest first."""
-    where = _events(organization_id, since, target, action)
+    """A page of the organization's audit events, newest first; of one identity's keys
+    (its row's id: those whose acting key or target was of it) when `identity` is given."""
+    where = _events(organization_id, since, target, action, identity)
     in_order = select(AuditEvent).where(where).order_by(AuditEvent.id.desc())
     return pages.counted(AuditEvent, where, in_order, page, page_size, _event_rows)
 
@@ -43,9 +45,18 @@ def _events(
     since: datetime | None,
     target: str | None = None,
     action: str | None = None,
+    identity: int | None = None,
 ) -> ColumnElement[bool]:
-    """The organization's events of `target`, of `action`, from `since` on (each when given)."""
+    """The organization's events of `target`, of `action`, from `since` on, of `identity`
+    (each when given)."""
     criteria = [AuditEvent.organization_id == organization_id]
+    if identity is not None:
+        criteria.append(
+            or_(
+                AuditEvent.actor_identity_id == identity,
+                AuditEvent.target_identity_id == identity,
+            )
+        )
     if target is not None:
         criteria.append(AuditEvent.target == target)
     if action is not None:

@@ -10,7 +10,7 @@ from flask import Blueprint, current_app, request
 
 from app.access import auth, limits, policy
 from app.checks import schemas
-from app.domain import bindings, keyformat
+from app.domain import bindings, keyformat, reach
 from app.domain.scopes import KINDS, to_names
 from app.domain.timestamps import iso, unix_seconds
 from app.http.operations import (
@@ -123,7 +123,8 @@ INTROSPECTION = {
             "type": "string",
             "enum": list(policy.REFUSALS),
             "description": "Why a key of the caller's organization is not active now; "
-            "absent for unknown, malformed, deleted or other organizations' keys.",
+            "absent for unknown, malformed, deleted or other organizations' keys (and, "
+            "asked by a key of an identity, other identities' keys and keys of none).",
         },
         "retry_after": {
             "type": "integer",
@@ -197,10 +198,11 @@ def forward_auth():
         "RFC 7662 clients send it) or a JSON object, with the address it is used from as "
         "an optional `client_ip` (a key with `allowed_ips` is never active without one). "
         '`{"active": false}` alone for unknown, malformed, deleted or other organizations\' '
-        'keys; `{"active": false, "code": ...}` (and `retry_after` for `rate_limited`) for '
-        "a key of the organization its policy refuses now; its facts and metadata for one "
-        "that authenticates. Checking is a use of the key (`last_used`, its own rate "
-        "limit). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
+        "keys, and, asked by a key that belongs to an identity, for the keys of another "
+        'identity or of none; `{"active": false, "code": ...}` (and `retry_after` for '
+        "`rate_limited`) for a key of the organization its policy refuses now; its facts and "
+        "metadata for one that authenticates. Checking is a use of the key (`last_used`, "
+        "its own rate limit). Counted per calling key under `RATELIMIT_INTROSPECT`. " + MANAGING,
         200,
         "Whether the key authenticates now, and if it does, its facts.",
         (*KEYS_REQUEST, *WITH_BODY),
@@ -210,14 +212,17 @@ def forward_auth():
     )
 )
 def introspect():
-    """RFC 7662: the facts of the caller's organization's key named by `token` when it
-    authenticates now; `{"active": false}` and nothing else for anything else."""
-    asker = auth.managing_caller(rate=limits.INTROSPECT)
+    """RFC 7662: the facts of the key within the caller's reach (app/domain/reach.py)
+    named by `token` when it authenticates now; `{"active": false}` and nothing else for
+    anything else."""
+    asker = auth.managing_caller(rate=limits.INTROSPECT, quota=True)
     body = schemas.introspection.load(form_or_json_object())
     token = body["token"]
     holder = None
     if keyformat.is_presentable(token, current_app.config["KEY_PREFIX"]):
         holder = auth.found(token, limits.generation(), asker.organization_id, True)
+    if holder is not None and not reach.of(asker).sees(holder.caller.identity_id):
+        holder = None  # beyond the asker's identity: as another organization's key
     if holder is None:
         auth.checked(auth.INTROSPECTION, auth.UNAUTHORIZED)
         return INACTIVE

@@ -62,6 +62,13 @@ def binds(bounds: Sequence[Bound]) -> bool:
     return any(has_limits(bound) for bound in bounds)
 
 
+def rated(key: Any) -> bool:
+    """Whether a rate limit binds a key (a Caller): its own, or one of `bound_by`'s."""
+    return key.rate_limit_requests is not None or any(
+        bound.rate_limit_requests is not None for bound in key.bound_by
+    )
+
+
 def has_limits(limited: Any) -> bool:
     return limited.rate_limit_requests is not None or limited.quota_requests is not None
 

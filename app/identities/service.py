@@ -12,7 +12,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app import audit
-from app.domain import bindings
+from app.domain import bindings, reach
 from app.domain.credentials import Caller
 from app.domain.scopes import SDK_INTEGRATION
 from app.domain.timestamps import TICK, iso, utcnow
@@ -81,14 +81,32 @@ _COLUMNS = (
 _ORDER = (_IDENTITIES.c.created, _IDENTITIES.c.public_id)
 
 
-def require_manager(caller: Caller) -> None:
-    """Only an organization's sdk_integration keys manage its identities: 403 for others."""
+def require_manager(caller: Caller, reads: bool = False) -> None:
+    """Only an organization's sdk_integration keys of no identity manage its identities; a
+    key that belongs to an identity (of a managing kind) `reads` its own, and changes none:
+    403 for the others."""
+    if caller.identity is not None:
+        if not reads:
+            raise ApiError(
+                403,
+                "forbidden",
+                "A key that belongs to an identity reads its own identity and changes none.",
+            )
+        return
     if caller.kind != SDK_INTEGRATION:
         raise ApiError(403, "forbidden", "Only sdk_integration keys may manage identities.")
 
 
 def _not_found() -> ApiError:
     return ApiError(404, "not_found", "No identity of your organization has this id.")
+
+
+def _in_reach(caller: Caller, identity: Identity | None) -> Identity:
+    """`identity`, when the caller reaches it (app/domain/reach.py: a key of an identity
+    reaches its own alone); 404 for none and for any other, alike."""
+    if identity is None or not reach.of(caller).sees(identity.row_id):
+        raise _not_found()
+    return identity
 
 
 def _read(organization_id: int, *criteria: Any, lock: bool = False) -> Identity | None:
@@ -114,11 +132,8 @@ def named(organization_id: int, reference: str, lock: bool = False) -> Identity 
 
 
 def find_identity(caller: Caller, reference: str) -> Identity:
-    """The caller's organization's identity named by `reference`; 404 for any other."""
-    identity = named(caller.organization_id, reference)
-    if identity is None:
-        raise _not_found()
-    return identity
+    """The identity within the caller's reach named by `reference`; 404 for any other."""
+    return _in_reach(caller, named(caller.organization_id, reference))
 
 
 def key_count(identity: Identity) -> int:
@@ -145,8 +160,12 @@ def dump_identity(identity: Identity, count: int | None = None) -> dict[str, Any
 def list_identities(
     caller: Caller, page: int, page_size: int, external_id: str | None = None
 ) -> Page[dict[str, Any]]:
-    """One page of the organization's identities, oldest first; of one external id."""
-    where = _IDENTITIES.c.organization_id == caller.organization_id
+    """One page of the identities within the caller's reach (a key of an identity: its
+    own alone), oldest first; of one external id."""
+    reached = reach.of(caller)
+    where = _IDENTITIES.c.organization_id == reached.organization_id
+    if reached.identity_id is not None:
+        where = where & (_IDENTITIES.c.id == reached.identity_id)
     if external_id is not None:
         where = where & (_IDENTITIES.c.external_id == external_id)
     in_order = select(*_COLUMNS).where(where).order_by(*_ORDER)
@@ -219,9 +238,7 @@ def update_identity(caller: Caller, reference: str, data: dict[str, Any]) -> dic
     inside this transaction (locked): its limits bind its keys from the commit on; a quota
     whose period changes keeps what was used."""
     try:
-        identity = named(caller.organization_id, reference, lock=True)
-        if identity is None:
-            raise _not_found()
+        identity = _in_reach(caller, named(caller.organization_id, reference, lock=True))
         bounds.require_may_change_identity_limits(caller, data)
         changes = {
             field: data[field]
@@ -255,9 +272,7 @@ def update_identity(caller: Caller, reference: str, data: dict[str, Any]) -> dic
 def delete_identity(caller: Caller, reference: str) -> None:
     """The organization's identity deleted; 409 `identity_in_use` while it holds keys."""
     try:
-        identity = named(caller.organization_id, reference, lock=True)
-        if identity is None:
-            raise _not_found()
+        identity = _in_reach(caller, named(caller.organization_id, reference, lock=True))
         held = key_count(identity)
         if held:
             raise ApiError(
@@ -274,7 +289,26 @@ def delete_identity(caller: Caller, reference: str) -> None:
         raise
 
 
-def _record(action: str, caller: Caller, identity: Identity, details: dict[str, Any]) -> None:
+def grant_quota(caller: Caller, reference: str, data: dict[str, Any]) -> dict[str, Any]:
+    """More uses of an identity's quota (`add`), or exactly so many left (`set_remaining`),
+    in its current period (app/quotas), shared by all of its keys; recorded as
+    identity.quota. 409 `no_quota` for an identity without one."""
+    identity = find_identity(caller, reference)
+    no_quota = "This identity has no quota: give it one with PUT /api/identities/<id> first."
+    before, after = quotas.grant(identity, data, no_quota)
+    shown = dump_identity(identity)
+    _record("identity.quota", caller, identity, {**data, "remaining": [before, after]}, shown)
+    db.session.commit()
+    return shown
+
+
+def _record(
+    action: str,
+    caller: Caller,
+    identity: Identity,
+    details: dict[str, Any],
+    shown: dict[str, Any] | None = None,
+) -> None:
     audit.record(
         action,
         organization_id=caller.organization_id,
@@ -283,4 +317,6 @@ def _record(action: str, caller: Caller, identity: Identity, details: dict[str, 
         details=details,
         actor_key=caller,
         target_name=identity.name,
+        identity=shown,
+        target_identity=identity.row_id,
     )

@@ -4,13 +4,15 @@ document."""
 
 from __future__ import annotations
 
-from flask import Blueprint, g, url_for
+from flask import Blueprint, g, request, url_for
 
+from app import idempotency
 from app.access import auth
 from app.domain.scopes import SDK_INTEGRATION
-from app.http.operations import ANY_REQUEST, WITH_BODY, Operation, documented
+from app.http.operations import ANY_REQUEST, MANAGING_ROLES, WITH_BODY, Operation, documented
 from app.http.request_body import json_object, query_arguments
 from app.identities import schemas, service
+from app.quotas import schemas as quota_schemas
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage
 
@@ -20,13 +22,22 @@ bp = Blueprint("identities", __name__, url_prefix="/api/identities")
 @bp.before_request
 def require_manager() -> None:
     g.caller = auth.managing_caller()
-    service.require_manager(g.caller)
+    service.require_manager(g.caller, reads=request.method in READS)
 
 
-MANAGER = (
-    "Needs an `sdk_integration` key of the organization (any other key gets 403 `forbidden`). "
+READS = frozenset({"GET", "HEAD"})
+NAMED = (
     "A path names an identity by its `id` or as `external_id:<external_id>`, whose `/`s "
     "are the external id's own (`external_id:team/backend`)."
+)
+MANAGER = (
+    "Needs an `sdk_integration` key of the organization that belongs to no identity (any "
+    "other key gets 403 `forbidden`). " + NAMED
+)
+READER = (
+    "Needs an `sdk_integration` key of the organization, or a key of a managing kind that "
+    "belongs to an identity, which reads its own identity alone (any other: 404); any other "
+    "key gets 403 `forbidden`. " + NAMED
 )
 USAGE = "/usage"
 REQUEST = (*ANY_REQUEST, 401, 403, 429)
@@ -49,13 +60,14 @@ LIMITS = (
     Operation(
         "List identities",
         "The organization's identities, oldest first, one page at a time; `external_id=` "
-        "finds one by the organization's own id. " + MANAGER,
+        "finds one by the organization's own id. A key of an identity lists its own alone. "
+        + READER,
         200,
         "One page of identities, and how many there are in all.",
         (*REQUEST, 422),
         response=schemas.IdentityPage,
         query=schemas.ListArguments,
-        roles=ROLES,
+        roles=MANAGING_ROLES,
     )
 )
 def list_identities():
@@ -93,12 +105,12 @@ def create_identity():
     Operation(
         "Get an identity",
         "One identity of the organization, with what is left of its quota and how many keys "
-        "it holds. " + MANAGER,
+        "it holds. " + READER,
         200,
         "The identity.",
         (*REQUEST, 404),
         response=schemas.Identity,
-        roles=ROLES,
+        roles=MANAGING_ROLES,
     )
 )
 def get_identity(reference: str):
@@ -142,6 +154,29 @@ def delete_identity(reference: str):
     return "", 204
 
 
+@bp.post("/<path:reference>/quota")
+@documented(
+    Operation(
+        "Grant an identity's quota",
+        "More uses in the identity's current quota period (`add`), or exactly so many left "
+        "(`set_remaining`), shared by all of its keys; the answer's `quota_remaining` says "
+        "what is left. Recorded in the audit log as `identity.quota`. An identity without a "
+        "quota: 409 `no_quota`. " + MANAGER,
+        200,
+        "The identity, with what is left of its quota.",
+        (*REQUEST, 404, *WITH_BODY, 409),
+        response=schemas.Identity,
+        body=quota_schemas.Grant,
+        roles=ROLES,
+        idempotent=True,
+    )
+)
+@idempotency.idempotent
+def grant_identity_quota(reference: str):
+    data = quota_schemas.grant.load(json_object())
+    return service.grant_quota(auth.caller(), reference, data)
+
+
 @bp.get("/<path:reference>/usage")
 @documented(
     Operation(
@@ -149,13 +184,13 @@ def delete_identity(reference: str):
         "The usage of the keys the identity holds, added up, in the shape of a key's usage "
         "(`since`, `until`, `granularity`). A path that ends in `/usage` is the usage of the "
         "identity named before it when there is one, else the identity it names whole "
-        "(`external_id:a/usage`). " + MANAGER,
+        "(`external_id:a/usage`). " + READER,
         200,
         "The identity's usage in the window.",
         (*REQUEST, 404, 422),
         response=usage_schemas.IdentityUsage,
         query=usage_schemas.UsageArguments,
-        roles=ROLES,
+        roles=MANAGING_ROLES,
     )
 )
 def get_identity_usage(reference: str):
@@ -169,7 +204,7 @@ def _identity_or_usage(path: str):
     named = path.endswith(USAGE) and service.named(caller.organization_id, path[: -len(USAGE)])
     if not named:
         return service.dump_identity(service.find_identity(caller, path))
-    return _usage(named)
+    return _usage(service.find_identity(caller, path[: -len(USAGE)]))
 
 
 def _usage(identity: service.Identity):

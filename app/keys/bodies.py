@@ -20,6 +20,7 @@ def dump_key(key: Key) -> dict:
     bodies, for keys with every field set and with none: a field added to KeyOutput fails
     there until it is added here."""
     quota = key.quota
+    left, bound_by = quotas.binding(key)
     return {
         "key": key.shown or keyformat.shown(key.identifier),
         "identifier": key.identifier,
@@ -38,7 +39,8 @@ def dump_key(key: Key) -> dict:
         "metadata": key.metadata,
         "replaced_by": None if key.replaced_by is None else keyformat.shown(key.replaced_by),
         "quota": quota,
-        "quota_remaining": None if quota is None else quotas.remaining(key),
+        "quota_remaining": left,
+        "quota_bound_by": bound_by,
         "identity": None if key.identity is None else key.identity._asdict(),
     }
 

@@ -60,7 +60,15 @@ OUTPUT_FIELDS = {
     "quota_remaining": {
         "type": ["integer", "null"],
         "minimum": 0,
-        "description": "What is left of the quota in the current period; null: no quota.",
+        "description": "The fewest uses left in the current period of the quotas that bind "
+        "the key (its own, its makers', its identity's: each use spends them all); null: "
+        "none binds it.",
+    },
+    "quota_bound_by": {
+        "type": ["string", "null"],
+        "enum": ["key", "maker", "identity", None],
+        "description": "Whose quota `quota_remaining` is: the key's own, a key's that made "
+        "it, or its identity's; null: no quota binds it.",
     },
 }
 EXPIRY_INPUT = {

@@ -46,6 +46,7 @@ READ_ONLY = frozenset(
         "created_by",
         "replaced_by",
         "quota_remaining",
+        "quota_bound_by",
     }
 )
 # What an update may change: at least one of them.
@@ -370,7 +371,8 @@ class KeyOutput(Schema):
         lambda key: None if key.replaced_by is None else keyformat.shown(key.replaced_by)
     )
     quota = fields.Function(operator.attrgetter("quota"))
-    quota_remaining = fields.Function(quotas.remaining)
+    quota_remaining = fields.Function(lambda key: quotas.binding(key)[0])
+    quota_bound_by = fields.Function(lambda key: quotas.binding(key)[1])
     identity = fields.Function(
         lambda key: None if key.identity is None else key.identity._asdict(),
         metadata={"description": "The identity that holds the key: its `id` and `external_id`."},

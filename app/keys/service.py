@@ -17,7 +17,7 @@ from typing import Any
 from flask import current_app
 
 from app import audit
-from app.domain import bindings, keyformat
+from app.domain import bindings, keyformat, reach
 from app.domain.credentials import Caller, Identity
 from app.domain.scopes import is_immutable, misfit, to_names
 from app.domain.timestamps import TICK, from_iso, iso, utcnow
@@ -56,7 +56,7 @@ def _locked(caller: Caller, key: Key) -> Iterator[Key]:
     transaction, and with it the lock."""
     try:
         current = queries.locked_key(caller.organization_id, key.identifier)
-        if current is None:
+        if current is None or not reach.of(caller).sees(current.identity_id):
             raise _not_found()
         yield current
     except BaseException:
@@ -101,26 +101,29 @@ def key_named(organization_id: int, reference: str) -> Key | None:
 
 
 def find_key(caller: Caller, reference: str) -> Key:
-    """The caller's organization's key named by `reference` (its full value, identifier or
-    `<identifier>...`); 404 for any other."""
+    """The key within the caller's reach (app/domain/reach.py) named by `reference` (its
+    full value, identifier or `<identifier>...`); 404 for any other, alike."""
     key = key_named(caller.organization_id, reference)
-    if key is None:
+    if key is None or not reach.of(caller).sees(key.identity_id):
         raise _not_found()
     return key
 
 
 def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page[Key]:
-    """One page of the caller's organization's keys (`filters`: kind, state, unused_since,
-    enabled, metadata, outside_policy, as pages.keys_page takes them; outside_policy is
-    judged by the organization's policy as it is now)."""
+    """One page of the keys within the caller's reach (`filters`: kind, state, unused_since,
+    enabled, metadata, outside_policy, identity, as pages.keys_page takes them;
+    outside_policy is judged by the organization's policy as it is now)."""
     if filters.get("outside_policy") is not None:
         lifetime = organization_policy.of(caller.organization_id).max_key_lifetime_days
         filters["lifetime_days"] = lifetime
+    reached = reach.of(caller)
     if filters.get("identity") is not None:
         held = queries.identity_named(caller.organization_id, filters["identity"])
-        filters["identity"] = None if held is None else held.row_id
-        if held is None:  # no such identity holds no key
+        if held is None or not reached.sees(held.row_id):  # no key of it is within reach
             return Page(page, page_size, 0, [])
+        filters["identity"] = held.row_id
+    elif reached.identity_id is not None:
+        filters["identity"] = reached.identity_id
     return pages.keys_page(caller.organization_id, page, page_size, **filters)
 
 
@@ -374,7 +377,14 @@ def grant_quota(caller: Caller, key: Key, data: dict) -> Key:
     power over the key; recorded as key.quota."""
     bounds.require_power_over(caller, bounds.judging(caller, key), key)
     bounds.require_not_own_quota(caller, key)
-    before, after = quotas.grant(key, data)
+    no_quota = quotas.NO_QUOTA
+    held = key.identity
+    if key.quota_requests is None and held and quotas.binding(key)[1] == bindings.IDENTITY:
+        no_quota = (  # what binds it is its identity's quota
+            "This key has no quota of its own: the quota that binds it is its "
+            f"identity's, granted with POST /api/identities/{held.id}/quota."
+        )
+    before, after = quotas.grant(key, data, no_quota)
     audit.record(
         "key.quota",
         organization_id=caller.organization_id,

@@ -77,6 +77,7 @@ def list_keys():
     )
 )
 @idempotency.idempotent
+@auth.makes_keys
 def create_key():
     data = schemas.create_key.load(json_object())
     key, full_key = service.create_key(auth.caller(), data)
@@ -114,6 +115,7 @@ def create_key():
 )
 @larger_body("IMPORT_MAX_CONTENT_LENGTH")
 @idempotency.idempotent
+@auth.makes_keys
 def import_keys():
     caller = auth.caller()
     imports.require_importer(caller)
@@ -215,6 +217,7 @@ def delete_key(reference: str):
     )
 )
 @idempotency.idempotent
+@auth.makes_keys
 def rotate_key(reference: str):
     caller = auth.caller()
     key = service.find_key(caller, reference)

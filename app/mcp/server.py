@@ -69,7 +69,7 @@ def _listed(tool: tools.Tool, document: dict) -> ListedTool:
         name=tool.name,
         title=tool.title,
         description=tool.description,
-        input_schema=tools.input_schema(document, tool.name),
+        input_schema=tools.input_schema(document, tool.name, tool.names),
         output_schema=tools.output_schema(document, tool.name),
         annotations=ToolAnnotations(
             read_only_hint=tool.read_only,
@@ -84,7 +84,7 @@ def _answer(tool: tools.Tool, body: dict | None) -> CallToolResult:
     """The REST body as structured content, and as text for clients that read text: the
     body as JSON, or the tool's sentence of it."""
     if body is None:
-        return CallToolResult(content=[TextContent(text=tools.DELETED)])
+        return CallToolResult(content=[TextContent(text=tool.no_body)])
     text = TextContent(text=tool.text(body)) if tool.text else _json(body)
     return CallToolResult(content=[text], structured_content=body)
 

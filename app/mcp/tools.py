@@ -30,12 +30,15 @@ from app.keys import bodies, schemas, service
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage_service
 
-# A tool names its key `key`, where the REST path names it `reference`.
+# A tool names its key `key` (an identity's tool its identity `identity`), where the REST
+# path names it `reference`.
 KEY = "key"
+IDENTITY = "identity"
 REFERENCE = "reference"
 # A tool takes as `idempotency_key` what its REST twin takes as the Idempotency-Key header.
 IDEMPOTENCY_KEY = "idempotency_key"
-_ARGUMENT_OF = {REFERENCE: KEY, idempotency.HEADER: IDEMPOTENCY_KEY}
+_ARGUMENT_OF = {idempotency.HEADER: IDEMPOTENCY_KEY}
+DELETED = "Deleted: the key no longer authenticates anything."
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Tool:
     idempotent: bool = False
     # The result's text, when it is not the body as JSON.
     text: Callable[[dict], str] | None = None
+    names: str = KEY  # what its arguments call the path's `reference`
+    no_body: str = DELETED  # its answer's words when the REST answer has no body
 
 
 def _reference(arguments: dict[str, Any]) -> str:
@@ -135,7 +140,7 @@ def usage_text(body: dict) -> str:
 
 
 def list_identities(caller: Caller, arguments: dict[str, Any]) -> dict:
-    identities.require_manager(caller)
+    identities.require_manager(caller, reads=True)
     page = identities.list_identities(caller, **identity_schemas.list_arguments.load(arguments))
     return identity_schemas.identity_page.dump(page)
 
@@ -143,6 +148,57 @@ def list_identities(caller: Caller, arguments: dict[str, Any]) -> dict:
 def delete_key(caller: Caller, arguments: dict[str, Any]) -> None:
     reference = schemas.key_reference.load(arguments)[KEY]
     service.delete_key(caller, service.find_key(caller, reference))
+
+
+def _identity(arguments: dict[str, Any], alone: bool = False) -> tuple[str, dict[str, Any]]:
+    """The identity the arguments name, and the others (422 when they name none, or, when
+    it must come `alone`, name anything else)."""
+    reference = arguments.get(IDENTITY)
+    rest = {name: value for name, value in arguments.items() if name != IDENTITY}
+    problems: dict[str, list[str]] = {}
+    if not isinstance(reference, str):
+        problems[IDENTITY] = [
+            "Missing data for required field." if reference is None else "Not a valid string."
+        ]
+    if alone:
+        problems |= {name: ["Unknown field."] for name in rest}
+    if problems:
+        raise errors.invalid(problems)
+    return reference, rest
+
+
+def get_identity(caller: Caller, arguments: dict[str, Any]) -> dict:
+    identities.require_manager(caller, reads=True)
+    reference, _ = _identity(arguments, alone=True)
+    return identities.dump_identity(identities.find_identity(caller, reference))
+
+
+def create_identity(caller: Caller, arguments: dict[str, Any]) -> dict:
+    identities.require_manager(caller)
+    return identities.create_identity(caller, identity_schemas.create_identity.load(arguments))
+
+
+def update_identity(caller: Caller, arguments: dict[str, Any]) -> dict:
+    identities.require_manager(caller)
+    reference, rest = _identity(arguments)
+    return identities.update_identity(
+        caller, reference, identity_schemas.update_identity.load(rest)
+    )
+
+
+def delete_identity(caller: Caller, arguments: dict[str, Any]) -> None:
+    identities.require_manager(caller)
+    reference, _ = _identity(arguments, alone=True)
+    identities.delete_identity(caller, reference)
+
+
+def get_identity_usage(caller: Caller, arguments: dict[str, Any]) -> dict:
+    identities.require_manager(caller, reads=True)
+    reference, rest = _identity(arguments)
+    identity = identities.find_identity(caller, reference)
+    window = usage_schemas.usage_arguments.load(rest)
+    counted = usage_service.identity_usage(identity.row_id, identity.id, **window)
+    return usage_schemas.identity_usage.dump(counted)
 
 
 TOOLS = (
@@ -232,9 +288,56 @@ TOOLS = (
         destructive=True,
         idempotent=True,
     ),
+    Tool(
+        "get_identity",
+        "Get an identity",
+        "One identity of your organization, named by its `id` or as "
+        "`external_id:<external_id>`: its limits, what is left of its quota, how many keys "
+        "it holds.",
+        get_identity,
+        read_only=True,
+        idempotent=True,
+        names=IDENTITY,
+    ),
+    Tool(
+        "create_identity",
+        "Create an identity",
+        "A new identity (whoever holds keys, in your organization's own terms: its "
+        "`external_id`, unique in the organization), optionally with a `rate_limit` and a "
+        "`quota` that bind every key it holds as one count.",
+        create_identity,
+        names=IDENTITY,
+    ),
+    Tool(
+        "update_identity",
+        "Update an identity",
+        "Change an identity (`external_id`, `name`, `metadata`, `rate_limit`, `quota`): its "
+        "limits bind its keys at once; a quota whose period changes keeps what was used.",
+        update_identity,
+        idempotent=True,
+        names=IDENTITY,
+    ),
+    Tool(
+        "delete_identity",
+        "Delete an identity",
+        "Delete an identity that holds no key (`identity_in_use` while it holds some).",
+        delete_identity,
+        destructive=True,
+        idempotent=True,
+        names=IDENTITY,
+        no_body="Deleted: the identity is gone.",
+    ),
+    Tool(
+        "get_identity_usage",
+        "Get an identity's usage",
+        "The usage of the keys an identity holds, added up, by UTC `granularity` (`hour` or "
+        "`day`) between `since` and `until`, in the shape of get_key_usage's answer.",
+        get_identity_usage,
+        read_only=True,
+        idempotent=True,
+        names=IDENTITY,
+    ),
 )
-
-DELETED = "Deleted: the key no longer authenticates anything."
 
 
 def refusal(error: Exception) -> HTTPException | ValidationError:
@@ -275,14 +378,16 @@ def _inlined(schema: Any, components: dict[str, dict]) -> Any:
     return schema
 
 
-def input_schema(document: dict, name: str) -> dict:
+def input_schema(document: dict, name: str, names: str = KEY) -> dict:
     """The REST operation's parameters and body as one object: the path's `reference` as
-    `key`; the body's read-only fields left out (they are ignored)."""
+    `names` (`key`, or `identity`); the body's read-only fields left out (they are
+    ignored)."""
     components = document["components"]["schemas"]
     operation, path_parameters = _operations(document)[name]
     schema: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
     for parameter in [*path_parameters, *operation.get("parameters", [])]:
-        field = _ARGUMENT_OF.get(parameter["name"], parameter["name"])
+        field = names if parameter["name"] == REFERENCE else parameter["name"]
+        field = _ARGUMENT_OF.get(field, field)
         described = {"description": parameter["description"]} if "description" in parameter else {}
         schema["properties"][field] = {**parameter["schema"], **described}
         if parameter.get("required"):

@@ -30,7 +30,7 @@ from app.http.operations import (
     documented,
 )
 from app.http.request_body import json_object
-from app.mcp import CALLER
+from app.mcp import CALLER, MAKING_TOOLS
 
 if TYPE_CHECKING:  # imported on first use only: it imports the SDK
     from app.mcp.server import Runtime
@@ -105,7 +105,8 @@ def _runtime(app: Flask) -> Runtime:
         "detail as `error_description` for a key presented), another kind of key 403. The "
         "body is read as every JSON body is (415, 413, 400) before the protocol sees it. "
         "A `tools/call` is a use of the key, which its own rate limit (429) and its usage "
-        "count; the protocol's other messages are not.",
+        "count, and, for `create_key` and `rotate_key`, its quota; the protocol's other "
+        "messages are not.",
         200,
         "The JSON-RPC answer to a request: its result, or a JSON-RPC error.",
         (*ANY_REQUEST, 401, 403, 429, *WITH_BODY),
@@ -134,7 +135,10 @@ def _runtime(app: Flask) -> Runtime:
 def mcp() -> Response:
     message = json_object()  # read as every JSON body is: 415, 413, 400 (a batch included)
     if message.get("method") == TOOL_CALL:  # well formed or not: whatever may run a tool
-        auth.spend(g.holder, auth.MCP, CHALLENGE)
+        params = message.get("params")
+        tool = params.get("name") if isinstance(params, dict) else None
+        makes = isinstance(tool, str) and tool in MAKING_TOOLS  # a create or a rotation
+        auth.spend(g.holder, auth.MCP, CHALLENGE, quota=makes)
     body = json.dumps(message).encode()
     environ = {
         **request.environ,

@@ -73,6 +73,7 @@ ACTION_WORDS = {
     "identity.updated": "Identity updated",
     "identity.deleted": "Identity deleted",
     "identity.quota_exhausted": "Identity's quota used up",
+    "identity.quota": "Identity's quota granted",
 }
 # The events a webhook endpoint takes, in people's words, where the Webhooks view and the
 # audit log name them (tests/test_page.py checks that every event type has words).

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from flask import current_app
+from flask import current_app, g
 from sqlalchemy import delete
 
 from app.access.limits import CountsUnavailable, Limits
-from app.domain import periods
+from app.domain import bindings, periods
 from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.http.errors import ApiError
-from app.storage import database
+from app.storage import database, queries
 from app.storage.models import QuotaGrant
+from app.storage.queries import Key
 
 
 def _limits() -> Limits:
@@ -89,6 +90,48 @@ def remaining(key: Limited) -> int | None:
         return None
 
 
+def _identitys(identity_id: int) -> bindings.Bound | None:
+    """The quota of the identity `identity_id` (its row's id) as a limit that binds its
+    keys; None: none. Read once a request (a page of an identity's keys reads it once)."""
+    read: dict[int, bindings.Bound | None] = g.setdefault("identity_quotas", {})
+    if identity_id not in read:
+        found = queries.identity_quota(identity_id)
+        bound = None
+        if found is not None and found[1] is not None:
+            public_id, requests, period = found
+            counter = bindings.identity_counter(public_id)
+            bound = bindings.Bound(bindings.IDENTITY, counter, None, None, requests, period)
+        read[identity_id] = bound
+    return read[identity_id]
+
+
+def binding(key: Key) -> tuple[int | None, str | None]:
+    """What is left of the quota that binds `key` most (the fewest uses left, of its own,
+    its makers' and its identity's: each use spends them all) and whose it is
+    (bindings.KEY, MAKER or IDENTITY); (None, None) when no quota binds it. What is left is
+    None when no count of them can be read now (Redis does not answer); the quota named is
+    then the first of them."""
+    bound: list[tuple[str, Limited]] = []
+    if key.quota_requests is not None:
+        bound.append((bindings.KEY, key))
+    bound += [
+        (bindings.MAKER, maker)
+        for maker in bindings.makers(key.bound_by)
+        if maker.quota_requests is not None
+    ]
+    identity = None if key.identity_id is None else _identitys(key.identity_id)
+    if identity is not None:
+        bound.append((bindings.IDENTITY, identity))
+    if not bound:
+        return None, None
+    least: tuple[int | None, str] = (None, bound[0][0])
+    for who, limited in bound:
+        left = remaining(limited)
+        if left is not None and (least[0] is None or left < least[0]):
+            least = (left, who)
+    return least
+
+
 def keep_used(key: Limited, period: str) -> None:
     """A quota whose period changes keeps what the key used in the period it had."""
     if key.quota_period is None or key.quota_period == period:
@@ -98,13 +141,15 @@ def keep_used(key: Limited, period: str) -> None:
     _changed(key, period, _limits().adjust(name, seconds, to=spent))
 
 
-def grant(key: Limited, data: dict) -> tuple[int, int]:
-    """More uses (`add`) or exactly so many left (`set_remaining`) in the key's current
-    period: what was left before and after; 409 for a key without a quota."""
+NO_QUOTA = "This key has no quota: give it one with PUT /api/keys/<key> first."
+
+
+def grant(key: Limited, data: dict, no_quota: str = NO_QUOTA) -> tuple[int, int]:
+    """More uses (`add`) or exactly so many left (`set_remaining`) in the current period of
+    a key's (or an identity's) quota: what was left before and after; 409 `no_quota`
+    saying `no_quota` for one without a quota."""
     if key.quota_requests is None or key.quota_period is None:
-        raise ApiError(
-            409, "no_quota", "This key has no quota: give it one with PUT /api/keys/<key> first."
-        )
+        raise ApiError(409, "no_quota", no_quota)
     name, seconds, _ = _counter(key, key.quota_period)
     spent = _limits().count(name)
     before = max(0, key.quota_requests - spent)

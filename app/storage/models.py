@@ -224,11 +224,19 @@ class AuditEvent(db.Model):
     target_kind: Mapped[str | None] = mapped_column(String(20))
     client_address: Mapped[str | None] = mapped_column(String(100))
     details: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The identities (their rows' ids) of the acting key and of the target (a key, or an
+    # identity for its own events) when the event was recorded, so that a key of an
+    # identity reads its identity's events alone (app/domain/reach.py). None: none.
+    actor_identity_id: Mapped[int | None]
+    target_identity_id: Mapped[int | None]
 
     __table_args__ = (
         # Newest first, per organization; and the events of one key.
         Index("ix_audit_events_listing", "organization_id", "id"),
         Index("ix_audit_events_target", "organization_id", "target", "id"),
+        # An identity's events, newest first.
+        Index("ix_audit_events_actor_identity", "organization_id", "actor_identity_id", "id"),
+        Index("ix_audit_events_target_identity", "organization_id", "target_identity_id", "id"),
     )
 
 

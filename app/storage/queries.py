@@ -275,6 +275,19 @@ def identity_shown(identity_id: int) -> tuple[str, str]:
     return _IDENTITY_BY_ID.first({"id": identity_id}, tuple)
 
 
+_IDENTITY_QUOTA = Read(
+    select(_IDENTITIES.c.public_id, _IDENTITIES.c.quota_requests, _IDENTITIES.c.quota_period).where(
+        _IDENTITIES.c.id == bindparam("id")
+    )
+)
+
+
+def identity_quota(identity_id: int) -> tuple[str, int | None, str | None] | None:
+    """An identity's id and quota (requests, period; None: none), by its row's id; None
+    for no such identity."""
+    return _IDENTITY_QUOTA.first({"id": identity_id}, tuple)
+
+
 def _document(text: str, empty: Any) -> Any:
     """A JSON list or object read as text: `empty` for [] or {} (most keys, no policy),
     decoded otherwise. Both databases give the empty ones so: SQLite the stored text,

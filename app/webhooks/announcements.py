@@ -88,6 +88,7 @@ def quotas_used_up(caller: Caller, exhausted: Sequence[Exhausted]) -> None:
                 details={"quota": identity.quota},
                 actor_key=caller,
                 identity=shown,
+                target_identity=identity.row_id,
             )
         else:
             key = queries.key_of_lineage(caller.organization_id, used_up.counter)

@@ -53,9 +53,12 @@ class Delivery(NamedTuple):
 
 
 def require_manager(caller: Caller) -> None:
-    """Only an organization's sdk_integration keys manage its webhooks: 403 for others."""
+    """Only an organization's sdk_integration keys of no identity manage its webhooks,
+    whose events name every key of the organization: 403 for others."""
     if caller.kind != SDK_INTEGRATION:
         raise ApiError(403, "forbidden", "Only sdk_integration keys may manage webhooks.")
+    if caller.identity is not None:  # its keys alone are within its reach
+        raise ApiError(403, "forbidden", "A key that belongs to an identity manages no webhooks.")
 
 
 def _not_found() -> ApiError:

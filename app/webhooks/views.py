@@ -22,7 +22,10 @@ def require_manager() -> None:
     service.require_manager(g.caller)
 
 
-MANAGER = "Needs an `sdk_integration` key of the organization (any other key gets 403 `forbidden`)."
+MANAGER = (
+    "Needs an `sdk_integration` key of the organization that belongs to no identity (any "
+    "other key gets 403 `forbidden`)."
+)
 REQUEST = (*ANY_REQUEST, 401, 403, 429)
 ROLES = (SDK_INTEGRATION,)
 LOCATION = {
