@@ -161,8 +161,8 @@ def test_bench_scenarios_names_the_scenarios_to_run():
 
 # A worker's peak as `make run` serves (SQLite, the limits counted per host, usage,
 # metrics, webhooks sent), after the mixed run of every endpoint but /mcp (bench/mixed.py):
-# 61.4 to 61.9 MiB measured over ten rounds (bench/README.md, "A worker's memory"; the aim
-# of 60 is not met), held here with 1.1 MiB for the noise of a shared machine.
+# 61.3 to 62.1 MiB measured over ten rounds (bench/README.md, "A worker's memory"; the aim
+# of 60 is not met), held here with 0.9 MiB for the noise of a shared machine.
 WORKER_PEAK_MIB = 63
 # Not served by the mixed run: /mcp (measured apart, after it), Flask's own static folder
 # (the service has none).
