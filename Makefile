@@ -71,7 +71,9 @@ test: install $(if $(shell command -v npm),$(NODE_PINS))
 screenshots: install
 	SCREENSHOTS=docs/screenshots $(BIN)/pytest --no-cov tests/server/test_page.py
 
-# The service against bare Flask under gunicorn, with wrk; settings in bench/README.md.
+# The service against bare Flask under gunicorn, with wrk, then each worker's peak memory
+# after a mixed run of every endpoint (bench/memory.py, which runs without wrk too:
+# python -m bench.memory); settings in bench/README.md.
 bench: install
 	@command -v wrk >/dev/null || { echo "make bench needs wrk: apt-get install -y wrk" >&2; exit 1; }
 	$(BIN)/python -m bench.run

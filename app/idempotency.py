@@ -25,12 +25,13 @@ removed, if the refusal came after a commit), so that a retry may succeed.
 
 What is stored: the lookup and the fingerprint (an HMAC of the method, the path and the
 body), both derived with HKDF-SHA256 from the Idempotency-Key and the caller; and the
-answer, sealed with AES-GCM under a third key derived alike (the lookup as associated
-data). Every answer is sealed, not only those that hold a full key or a secret (a create,
-a rotation, an import, a webhook endpoint's), so that none is in clear. Whoever reads the
-table without the Idempotency-Key opens nothing; an Idempotency-Key that can be guessed (a
-counter, a timestamp) protects what it seals no better than it can be guessed, so the docs
-ask for a random one (a UUID).
+answer, sealed under a third key derived alike (the lookup as associated data) with
+XChaCha20-Poly1305 (app/domain/sealing.py). Every answer is sealed, not only those
+that hold a full key or a secret (a create, a rotation, an import, a webhook
+endpoint's), so that none is in clear. Whoever reads the table without the
+Idempotency-Key opens nothing; an Idempotency-Key that can be guessed (a counter, a
+timestamp) protects what it seals no better than it can be guessed, so the docs ask for
+a random one (a UUID).
 
 Answers older than 24 hours are never replayed: a claim removes its own key's old row, and
 each process removes every old row at most once every 10 minutes, in a transaction of its
@@ -42,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -55,6 +55,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.access import auth
+from app.domain import sealing
 from app.domain.credentials import Caller
 from app.domain.timestamps import utcnow
 from app.extensions import db
@@ -74,8 +75,9 @@ PRUNE_SECONDS = 600
 # The headers of an answer that a replay repeats; the others (RateLimit, Quota-Remaining)
 # are the retry's own.
 KEPT_HEADERS = ("Location", "Content-Type")
-_INFO = b"api-keys-service idempotent write"
-_NONCE_BYTES = 12
+# Its second version: the answers sealed before with AES-GCM are never looked up again
+# (a retry across that upgrade is a new request) and go within 24 hours.
+_INFO = b"api-keys-service idempotent write, sealed 2"
 # How many times a request looks for the first's row, which the first may remove (refused)
 # between this request's failed claim and its read.
 _CLAIMS = 3
@@ -107,16 +109,11 @@ class _Secrets(NamedTuple):
 
 def _secrets(caller: Caller, idempotency_key: str) -> _Secrets:
     """Three keys from one HKDF-SHA256 of the Idempotency-Key, salted with the caller's
-    row (organization, id, identifier): the row's lookup, the answer's AES-GCM key, the
-    request's HMAC key. The
-    cryptography package is imported by the first request that names an Idempotency-Key:
-    a worker that never serves one does not carry it (tests/test_bench.py's memory bound)."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
+    row (organization, id, identifier): the row's lookup, the answer's sealing key, the
+    request's HMAC key."""
     salt = f"{caller.organization_id}/{caller.id}/{caller.identifier}".encode()
-    material = HKDF(algorithm=hashes.SHA256(), length=96, salt=salt, info=_INFO).derive(
-        idempotency_key.encode("ascii")
+    material = sealing.hkdf_sha256(
+        idempotency_key.encode("ascii"), salt=salt, info=_INFO, length=96
     )
     return _Secrets(material[:32], material[32:64], material[64:])
 
@@ -193,11 +190,7 @@ def _replayed(row: Any, secrets: _Secrets, fingerprint: bytes) -> Answer:
             "The first request with this Idempotency-Key is still running: retry shortly.",
             headers=[("Retry-After", "1")],
         )
-    sealed = bytes(sealed)
-    nonce, ciphertext = sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:]
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    plain = AESGCM(secrets.sealing).decrypt(nonce, ciphertext, secrets.lookup)
+    plain = sealing.unseal(secrets.sealing, bytes(sealed), secrets.lookup)
     stored = json.loads(plain)
     return Answer(stored["status"], stored["body"], stored["headers"], replayed=True)
 
@@ -206,10 +199,7 @@ def _store(secrets: _Secrets, answer: Answer) -> None:
     plain = json.dumps(
         {"status": answer.status, "body": answer.body, "headers": answer.headers}
     ).encode()
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    nonce = os.urandom(_NONCE_BYTES)
-    sealed = nonce + AESGCM(secrets.sealing).encrypt(nonce, plain, secrets.lookup)
+    sealed = sealing.seal(secrets.sealing, plain, secrets.lookup)
     db.session.execute(_STORE, {"row": secrets.lookup, "sealed": sealed})
     db.session.commit()
 

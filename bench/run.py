@@ -1,5 +1,6 @@
 """`make bench`: the service under gunicorn against a bare Flask app with the same gunicorn
-settings, driven by wrk in alternating rounds; medians, ratios and peak RSS per worker.
+settings, driven by wrk in alternating rounds; medians, ratios and peak RSS per worker;
+then bench/memory.py's mixed run of every endpoint, each worker's peak after it.
 
 Settings come from the environment (see bench/README.md): BENCH_KEYS, BENCH_BIG_KEYS,
 BENCH_WORKERS, BENCH_WORKER_CLASS, BENCH_ROUNDS, BENCH_DURATION, BENCH_THREADS,
@@ -480,6 +481,10 @@ def main() -> None:
             if name + suffix in summary and f"{name}_big{suffix}" in summary
         },
     }
+    # Each worker's peak after a mixed run of every endpoint, then after /mcp: no wrk.
+    from bench import memory
+
+    result["memory_after_mixed_run"] = memory.main()
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=2) + "\n")
     print(table(summary, rss, by_scenario))

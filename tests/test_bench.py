@@ -1,21 +1,25 @@
 """`make bench` is not part of the suite; this only checks that its scripts load, that the
 yardstick answers, that wrk's output is read right, that a missing wrk is named, that a
-baseline checkout answers the compared scenarios beside this one, and that the memory
-script measures a served master and its workers."""
+baseline checkout answers the compared scenarios beside this one, that the memory script's
+mixed run asks every endpoint but /mcp, and that after it a served worker's peak is within
+its bound."""
 
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import os
 import re
 import runpy
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from bench import bare, run
+from bench import bare, mixed, run
 from bench.seed import Seeded
 from tests import processes
 
@@ -156,16 +160,68 @@ def test_bench_scenarios_names_the_scenarios_to_run():
 
 
 # A worker's peak as `make run` serves (SQLite, the limits counted per host, usage,
-# metrics), after every kind of request but /mcp: 56.2-56.4 MiB measured, held under 60
-# here; the aim of 55 is not reached yet (bench/README.md, "A worker's memory").
-WORKER_PEAK_MIB = 60
+# metrics, webhooks sent), after the mixed run of every endpoint but /mcp (bench/mixed.py):
+# 61.3 to 62.1 MiB measured over ten rounds (bench/README.md, "A worker's memory"; the aim
+# of 60 is not met), held here with 0.9 MiB for the noise of a shared machine.
+WORKER_PEAK_MIB = 63
+# Not served by the mixed run: /mcp (measured apart, after it), Flask's own static folder
+# (the service has none).
+UNMIXED = {"mcp.mcp", "static"}
+# Forward auth answers every method alike (a gateway forwards its request's): the mixed run
+# asks GET and POST.
+ALIKE = {("checks.forward_auth", method) for method in ("PUT", "PATCH", "DELETE")}
 
 
-def test_the_memory_script_measures_the_master_and_both_workers_within_their_bound():
-    env = os.environ | {"BENCH_REQUESTS": "70"}
+@pytest.fixture
+def app_config() -> dict:
+    return {"WEBHOOK_ALLOW_PRIVATE": True}  # the mixed run's receiver is on this machine
+
+
+def test_the_mixed_run_asks_every_endpoint_and_method_but_mcp_and_none_fails(app, client, org):
+    hook, stop = mixed.receiver()
+    asked, answers = set(), Counter()
+    adapter = app.url_map.bind("localhost")
+    basic = "Basic " + base64.b64encode(f"{org.sdk}:".encode()).decode()
+
+    def ask(method, path, body=None, auth=basic, headers=None):
+        endpoint, _ = adapter.match(path.partition("?")[0], method)
+        asked.add((endpoint, method))
+        sent = (headers or {}) | ({"Authorization": auth} if auth else {})
+        with client.open(path, method=method, json=body, headers=sent) as answer:
+            answers[answer.status_code] += 1
+            return answer.status_code, answer.get_json(silent=True)
+
+    try:
+        mixed.mixed_round(ask, org.sdk, hook, 0)
+        time.sleep(2)  # the sender delivers the round's event, so that a retry has one
+        mixed.mixed_round(ask, org.sdk, hook, 1)
+    finally:
+        stop()
+    every = {
+        (rule.endpoint, method)
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint not in UNMIXED
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+    assert every - asked - ALIKE == set()
+    assert max(answers) < 500 and answers[401] == 2, answers
+
+
+def test_after_the_mixed_run_each_served_worker_peaks_within_its_bound():
+    env = os.environ | {
+        "BENCH_MEMORY_ROUNDS": "3",
+        "BENCH_MEMORY_DATABASES": "sqlite",
+        "BENCH_MEMORY_MCP": "off",
+    }
     printed = processes.run([sys.executable, "-m", "bench.memory"], env, timeout=240).stdout
-    assert "70 requests, answers by status: {200: 60, 204: 10}" in printed, printed
+    answered = re.search(
+        r"^sqlite, after 3 mixed rounds: (\d+) requests, answers by status: (.*)$", printed, re.M
+    )
+    assert answered, printed
+    assert not re.search(r"\b5\d\d:", answered[2]), printed
     peaks = [float(peak) for peak in re.findall(r"^worker \d+: VmHWM (\d+\.\d)", printed, re.M)]
     assert len(peaks) == 2, printed
     assert max(peaks) <= WORKER_PEAK_MIB, printed
-    assert re.search(r"^master \d+: VmHWM", printed, re.MULTILINE), printed
+    assert re.search(
+        r"^master \d+: VmHWM [\d.]+, VmRSS [\d.]+, Pss [\d.]+, Uss [\d.]+ MiB$", printed, re.M
+    )

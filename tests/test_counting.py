@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from app import create_app
 from app.access import counting
 from app.access.counting.host import HostCounts
+from app.access.counting.windows import Counter
 
 
 @pytest.fixture
@@ -215,3 +217,25 @@ def test_the_uri_chooses_where_to_count(uri, kind, tmp_path):
     if kind is HostCounts:
         assert storage.path == tmp_path / "elsewhere.counts"
         storage.close()
+
+
+def _resident_kib(path: Path) -> int:
+    """This process's resident pages of the file at `path` (its mappings' Rss), in KiB."""
+    resident, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            resident += int(line.split()[1])
+    return resident
+
+
+def test_a_process_holds_a_page_for_each_counter_it_has_used_not_its_neighbours(counts):
+    """Counters fall on pages all over the 32 MiB file: a process that the kernel gave the
+    16 pages around each page it first touched (fault-around) would hold 64 KiB for most
+    new counter, and soon the whole file. It holds the page, 4 KiB."""
+    for number in range(500):
+        counts.incr(f"key-{number}", 3600)
+    counts.spend([Counter(f"key-{n}", 3600, 10) for n in range(3)])
+    assert _resident_kib(counts.path) <= 500 * 4 + 16
+    assert [counts.get(f"key-{n}") for n in (0, 1, 2, 499)] == [2, 2, 2, 1]

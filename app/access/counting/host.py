@@ -89,6 +89,11 @@ class HostCounts(Storage):
         finally:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
         self.map = mmap.mmap(self.fd, SIZE)
+        # Counters fall all over the file: without this, the kernel maps 16 pages around
+        # each page a process first uses (fault-around), and a worker holds 64 KiB more
+        # for most new counter, up to the whole 32 MiB (bench/README.md, "A worker's
+        # memory"); with it, the page itself, 4 KiB.
+        self.map.madvise(mmap.MADV_RANDOM)
         self.mask = SLOTS - 1
 
     @property
