@@ -49,7 +49,7 @@ from mcp_types import Tool as ListedTool
 from app.domain import keyformat
 from app.domain.credentials import Caller
 from app.http import errors
-from app.mcp import CALLER, tools
+from app.mcp import CALLER, schemas, tools
 from app.openapi import document as openapi
 from app.serving.logs import MaskKeys
 
@@ -69,8 +69,8 @@ def _listed(tool: tools.Tool, document: dict) -> ListedTool:
         name=tool.name,
         title=tool.title,
         description=tool.description,
-        input_schema=tools.input_schema(document, tool.name, tool.names),
-        output_schema=tools.output_schema(document, tool.name),
+        input_schema=schemas.input_schema(document, tool.name, tool.names),
+        output_schema=schemas.output_schema(document, tool.name),
         annotations=ToolAnnotations(
             read_only_hint=tool.read_only,
             destructive_hint=tool.destructive,

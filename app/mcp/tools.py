@@ -1,15 +1,15 @@
 """The MCP server's tools (docs/design.md, "MCP"). Each is the twin of the REST operation of
 the same name: it loads its arguments with the same marshmallow schemas, calls the same
 service function and answers the same body, so that no rule exists twice. Its input and
-output schemas are that operation's in the OpenAPI document, which the same schemas
-generate (app/openapi/document.py): the same enums and bounds, never retyped.
+output schemas are that operation's in the OpenAPI document (app/mcp/schemas.py reads
+them), which the same schemas generate (app/openapi/document.py): the same enums and
+bounds, never retyped.
 
 Nothing here imports the MCP SDK (app/mcp/server.py does) or knows SQL.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,17 +27,13 @@ from app.http import errors
 from app.identities import schemas as identity_schemas
 from app.identities import service as identities
 from app.keys import bodies, schemas, service
+from app.mcp.schemas import IDEMPOTENCY_KEY, KEY
 from app.usage import schemas as usage_schemas
 from app.usage import service as usage_service
 
 # A tool names its key `key` (an identity's tool its identity `identity`), where the REST
-# path names it `reference`.
-KEY = "key"
+# path names it `reference` (app/mcp/schemas.py).
 IDENTITY = "identity"
-REFERENCE = "reference"
-# A tool takes as `idempotency_key` what its REST twin takes as the Idempotency-Key header.
-IDEMPOTENCY_KEY = "idempotency_key"
-_ARGUMENT_OF = {idempotency.HEADER: IDEMPOTENCY_KEY}
 DELETED = "Deleted: the key no longer authenticates anything."
 
 
@@ -350,66 +346,3 @@ def refusal(error: Exception) -> HTTPException | ValidationError:
         return error
     current_app.logger.error("An MCP tool call failed", exc_info=error)
     return InternalServerError()
-
-
-# Their schemas, from the OpenAPI document.
-
-
-def _operations(document: dict) -> dict[str, tuple[dict, list[dict]]]:
-    """Each operation by its operationId, with the parameters of its path."""
-    return {
-        operation["operationId"]: (operation, path_item.get("parameters", []))
-        for path_item in document["paths"].values()
-        for operation in path_item.values()
-        if isinstance(operation, dict) and "operationId" in operation
-    }
-
-
-def _inlined(schema: Any, components: dict[str, dict]) -> Any:
-    """`schema` with every `#/components/schemas/...` reference replaced by its schema: a
-    tool's schema stands alone."""
-    if isinstance(schema, dict):
-        reference = schema.get("$ref", "")
-        if reference.startswith("#/components/schemas/"):
-            return _inlined(components[reference.rpartition("/")[2]], components)
-        return {name: _inlined(value, components) for name, value in schema.items()}
-    if isinstance(schema, list):
-        return [_inlined(value, components) for value in schema]
-    return schema
-
-
-def input_schema(document: dict, name: str, names: str = KEY) -> dict:
-    """The REST operation's parameters and body as one object: the path's `reference` as
-    `names` (`key`, or `identity`); the body's read-only fields left out (they are
-    ignored)."""
-    components = document["components"]["schemas"]
-    operation, path_parameters = _operations(document)[name]
-    schema: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
-    for parameter in [*path_parameters, *operation.get("parameters", [])]:
-        field = names if parameter["name"] == REFERENCE else parameter["name"]
-        field = _ARGUMENT_OF.get(field, field)
-        described = {"description": parameter["description"]} if "description" in parameter else {}
-        schema["properties"][field] = {**parameter["schema"], **described}
-        if parameter.get("required"):
-            schema["required"].append(field)
-    if "requestBody" in operation:
-        body = _inlined(
-            operation["requestBody"]["content"]["application/json"]["schema"], components
-        )
-        for field, value in body["properties"].items():
-            if field not in schemas.READ_ONLY:
-                schema["properties"][field] = value
-        schema["required"] += body.get("required", [])
-        schema |= {k: v for k, v in body.items() if k in ("allOf", "anyOf", "oneOf")}
-    schema["additionalProperties"] = False
-    return copy.deepcopy(schema)
-
-
-def output_schema(document: dict, name: str) -> dict | None:
-    """The schema of the REST operation's success body; None when it has none (delete)."""
-    operation, _ = _operations(document)[name]
-    success = next(answer for status, answer in operation["responses"].items() if status[0] == "2")
-    content = success.get("content", {}).get("application/json")
-    if content is None:
-        return None
-    return copy.deepcopy(_inlined(content["schema"], document["components"]["schemas"]))
