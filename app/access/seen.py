@@ -20,10 +20,11 @@ A generation read unchanged proves nothing changed only if every bump reached Re
 worker that had no request while Redis was stopped keeps its rows, and reads the same
 generation once Redis answers again. So a change of rows a check may have read (an update
 or a delete; a row only added is read at its first check) whose bump Redis does not take
-is not answered until it can be: its worker asks Redis again every ASK_SECONDS, and answers
-once Redis takes the bump or ROW_SECONDS after the commit, when no row read before it is
-served by any worker of any host. A request waits once, after its view (a command, at its
-commit), holding no lock.
+is not answered until it can be: its commit returns once Redis takes the bump (asked
+every ASK_SECONDS) or ROW_SECONDS after the commit, when no row read before it is served by
+any worker of any host. Nothing that follows the commit (the answer, an idempotent answer
+stored for a retry, a command's output) comes sooner; the transaction is over, so no row
+or lock is held meanwhile.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import contextlib
 import time
 from datetime import datetime
 
-from flask import Flask, Response, current_app, g, has_request_context
+from flask import Flask, current_app
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 
@@ -57,7 +58,6 @@ _READ = frozenset(model.__table__.name for model in (ApiKey, Identity, Organizat
 UNSEEN = "unseen_by_checks"
 _CHANGED = "changes_what_checks_read"
 _STALE = "changes_rows_seen"  # an update or a delete of those tables: rows seen may be stale
-_UNTOLD = "untold_until"  # in flask.g: when a request's change no worker serves stale
 
 
 class Seen:
@@ -133,35 +133,21 @@ def _on_execute(state: ORMExecuteState) -> None:
 
 
 def _after_commit(session: Session) -> None:
-    """The commit is done: the next generation, so that no worker serves a row read before;
-    where Redis does not take it, the answer waits (told())."""
+    """The commit is done: the next generation, so that no worker serves a row read before.
+    Where Redis does not take it, a change of rows seen returns once it does (asked every
+    ASK_SECONDS) or once ROW_SECONDS have passed since the commit."""
+    committed = time.monotonic()
     stale = session.info.pop(_STALE, False)
-    if not session.info.pop(_CHANGED, False) or current_app.extensions["limits"].bump():
+    if not session.info.pop(_CHANGED, False):
         return
-    if stale:
-        until = time.monotonic() + ROW_SECONDS + MARGIN_SECONDS
-        if has_request_context():
-            setattr(g, _UNTOLD, max(until, g.get(_UNTOLD, 0.0)))
-        else:
-            told(until)
-
-
-def told(until: float) -> None:
-    """Once every worker is told of a change whose bump Redis did not take: Redis takes
-    the bump (asked every ASK_SECONDS), or `until` (ROW_SECONDS after the commit) comes."""
     limits = current_app.extensions["limits"]
+    if limits.bump() or not stale:
+        return
+    until = committed + ROW_SECONDS + MARGIN_SECONDS
     while (left := until - time.monotonic()) > 0:
         time.sleep(min(ASK_SECONDS, left))
         if limits.bump():
             return
-
-
-def _answer_once_told(response: Response) -> Response:
-    """A request's answer, once every worker is told of its changes (after its view)."""
-    until = g.pop(_UNTOLD, None)
-    if until is not None:
-        told(until)
-    return response
 
 
 _EVENTS = (
@@ -173,7 +159,6 @@ _EVENTS = (
 
 def init_app(app: Flask) -> None:
     app.extensions["seen"] = Seen()
-    app.after_request(_answer_once_told)
     for name, listener in _EVENTS:
         if not event.contains(db.session, name, listener):
             event.listen(db.session, name, listener)
