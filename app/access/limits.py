@@ -81,6 +81,7 @@ class Limits:
         config = app.config
         self.enabled: bool = config["RATELIMIT_ENABLED"]
         self.prefix: str = config["RATELIMIT_KEY_PREFIX"]
+        self.generation_key = f"{self.prefix}/{counting.GENERATION}"
         self.rates: dict[str, RateLimitItem] = {name: parse(config[name]) for name in RATES}
         self.keys = {
             name: counter_key(item, self.prefix, name) for name, item in self.rates.items()
@@ -98,7 +99,6 @@ class Limits:
         self.fallback: Storage | None = None  # while the storage is silent
         self.retry_at = 0.0
         self.warned_at = 0.0
-        self.owed = False  # a bump of the generation that the storage did not take
         # Where Redis keeps the mark of the quotas' counts (counting.MARK), and what
         # rebuilds them when it has lost them.
         self.mark = f"{self.prefix}/{counting.MARK}"
@@ -112,7 +112,9 @@ class Limits:
         head, tail = self.keys[AUTH_FAILURES]
         key = head + address + tail
         try:
-            count, generation = counting.attempt(self._storage(), key, item.get_expiry())
+            count, generation = counting.attempt(
+                self._storage(), key, item.get_expiry(), self.generation_key
+            )
         except self.storage.base_exceptions:
             count, generation = self._fall_back().incr(key, item.get_expiry()), None
         return count <= item.amount, self._known(generation)
@@ -121,32 +123,24 @@ class Limits:
         """The generation of what the checks read (app/access/seen.py), where the counts
         live; None while that storage does not answer, or keeps none."""
         try:
-            return self._known(counting.generation(self._storage()))
+            return self._known(counting.generation(self._storage(), self.generation_key))
         except self.storage.base_exceptions:
             return None
 
     def _known(self, generation: int | None) -> int | None:
         """`generation`, unless it was read from this host's file while the shared storage
-        is silent (the other hosts' writes bump it in the shared one) or this worker still
-        owes a bump."""
-        if self.fallback is not None:
-            return None
-        if self.owed:
-            self.bump()
-            return None
-        return generation
+        is silent (the other hosts' writes bump it in the shared one)."""
+        return None if self.fallback is not None else generation
 
-    def bump(self) -> None:
+    def bump(self) -> bool:
         """The next generation where the counts live, after a commit that changed what a
-        check reads: owed, and the rows of keys not trusted, while the storage is silent."""
-        self.owed = True  # until the storage takes it; not asked while known silent
-        if self.fallback is not None:
-            return
+        check reads: whether the storage took it. Asked even while this worker counts in
+        its file: the write's answer waits for it (app/access/seen.py)."""
         try:
-            counting.bump(self.storage)
+            counting.bump(self.storage, self.generation_key)
         except self.storage.base_exceptions:
-            return
-        self.owed = False
+            return False
+        return True
 
     def give_back(self, rate: str, identifier: str) -> None:
         """One use of `rate` counted for `identifier` in its current window, taken back."""

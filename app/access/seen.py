@@ -13,10 +13,18 @@ the generation read before its read.
 
 While the generation cannot be read (Redis silent; `memory://`, which no other process, a
 command included, can bump) every check reads the database, and the rows seen before are
-dropped: a write made meanwhile bumped nothing; its worker owes the bump and makes it as
-soon as Redis answers it again. What no bump tells (a change made by hand in SQL, a bump
-that Redis did not take while other hosts reach it, hosts that count apart) is seen at the
-latest ROW_SECONDS after a row was read: no row is served longer.
+dropped. What no bump tells (a change made by hand in SQL, hosts that count apart) is seen
+at the latest ROW_SECONDS after a row was read: no row is served longer.
+
+A generation read unchanged proves nothing changed only if every bump reached Redis: a
+worker that had no request while Redis was stopped keeps its rows, and reads the same
+generation once Redis answers again. So a change of rows a check may have read (an update
+or a delete; a row only added is read at its first check) whose bump Redis does not take
+is not answered until it can be: its commit returns once Redis takes the bump (asked
+every ASK_SECONDS) or ROW_SECONDS after the commit, when no row read before it is served by
+any worker of any host. Nothing that follows the commit (the answer, an idempotent answer
+stored for a retry, a command's output) comes sooner; the transaction is over, so no row
+or lock is held meanwhile.
 """
 
 from __future__ import annotations
@@ -35,8 +43,12 @@ from app.storage.models import ApiKey, Identity, Organization
 from app.storage.queries import Holder
 
 # The longest a row is served after its read, whatever the generation: the bound on what no
-# bump tells (a change made by hand, a bump Redis did not take, hosts counting apart).
+# bump tells (a change made by hand, hosts counting apart), and the longest a change whose
+# bump Redis does not take waits for its answer.
 ROW_SECONDS = 5.0
+# Seconds between two tries of such a bump; and a margin for the clocks of other hosts.
+ASK_SECONDS = 0.25
+MARGIN_SECONDS = 0.05
 # The most rows a worker keeps: past it, the first seen goes. A row with its strings is up
 # to about 2 KiB: at most 2 MiB of a worker's memory (bench/README.md, "A worker's memory").
 MOST_ROWS = 1024
@@ -45,6 +57,7 @@ _READ = frozenset(model.__table__.name for model in (ApiKey, Identity, Organizat
 # Set on a write of those tables that changes nothing a check decides from (last_used).
 UNSEEN = "unseen_by_checks"
 _CHANGED = "changes_what_checks_read"
+_STALE = "changes_rows_seen"  # an update or a delete of those tables: rows seen may be stale
 
 
 class Seen:
@@ -94,12 +107,17 @@ def seen() -> Seen:
     return current_app.extensions["seen"]
 
 
+def _read(rows) -> bool:
+    return any(row.__table__.name in _READ for row in rows)
+
+
 def _after_flush(session: Session, _: UOWTransaction) -> None:
     """Rows of the ORM written: a change of what checks read when one is a key's, an
     identity's or an organization's."""
-    changed = [*session.new, *session.deleted]
-    changed += [row for row in session.dirty if session.is_modified(row)]
-    if any(row.__table__.name in _READ for row in changed):
+    altered = [*session.deleted, *(row for row in session.dirty if session.is_modified(row))]
+    if _read(altered):
+        session.info[_CHANGED] = session.info[_STALE] = True
+    elif _read(session.new):
         session.info[_CHANGED] = True
 
 
@@ -110,12 +128,26 @@ def _on_execute(state: ORMExecuteState) -> None:
         table = getattr(state.statement, "table", None)
         if table is not None and table.name in _READ and not state.execution_options.get(UNSEEN):
             state.session.info[_CHANGED] = True
+            if not state.is_insert:
+                state.session.info[_STALE] = True
 
 
 def _after_commit(session: Session) -> None:
-    """The commit is done: the next generation, so that no worker serves a row read before."""
-    if session.info.pop(_CHANGED, False):
-        current_app.extensions["limits"].bump()
+    """The commit is done: the next generation, so that no worker serves a row read before.
+    Where Redis does not take it, a change of rows seen returns once it does (asked every
+    ASK_SECONDS) or once ROW_SECONDS have passed since the commit."""
+    committed = time.monotonic()
+    stale = session.info.pop(_STALE, False)
+    if not session.info.pop(_CHANGED, False):
+        return
+    limits = current_app.extensions["limits"]
+    if limits.bump() or not stale:
+        return
+    until = committed + ROW_SECONDS + MARGIN_SECONDS
+    while (left := until - time.monotonic()) > 0:
+        time.sleep(min(ASK_SECONDS, left))
+        if limits.bump():
+            return
 
 
 _EVENTS = (

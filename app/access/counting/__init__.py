@@ -207,9 +207,10 @@ def exchange(counts: Storage, back: str, key: str, expiry: float) -> int:
     return counts.incr(key, math.ceil(expiry))
 
 
-# Where Redis keeps the generation of what the checks read (app/access/seen.py), under the
-# storage's prefix.
-GENERATION_KEY = "generation"
+# Where Redis keeps the generation of what the checks read (app/access/seen.py), after the
+# deployment's RATELIMIT_KEY_PREFIX and a slash, so that deployments sharing a Redis bump
+# apart (the caller names the whole key).
+GENERATION = "generation"
 
 # Redis: the generation (the script's KEYS[G]) as `generation`. Where Redis has none (a new
 # Redis, or one that lost its data) it begins at Redis's clock in microseconds, so that it
@@ -244,36 +245,40 @@ return {count, tonumber(generation)}
 )
 
 
-def generation(counts: Storage) -> int | None:
-    """The generation of what the checks read where `counts` keeps it (app/access/seen.py);
-    None in a storage that keeps none: neither this host's file nor Redis (a process's
-    memory, which no other process can bump, included)."""
+def generation(counts: Storage, key: str) -> int | None:
+    """The generation of what the checks read where `counts` keeps it (app/access/seen.py;
+    in Redis, at `key`); None in a storage that keeps none: neither this host's file nor
+    Redis (a process's memory, which no other process can bump, included)."""
     if isinstance(counts, HostCounts):
         return counts.generation()
     if isinstance(counts, RedisStorage):
         script = counts.get_connection().register_script(_GENERATION)
-        return int(script([counts.prefixed_key(GENERATION_KEY)], [0]))
+        return int(script([counts.prefixed_key(key)], [0]))
     return None
 
 
-def bump(counts: Storage) -> None:
-    """The next generation where `counts` keeps it: every worker's rows of keys are stale."""
+def bump(counts: Storage, key: str) -> None:
+    """The next generation where `counts` keeps it (in Redis, at `key`): every worker's
+    rows of keys are stale."""
     if isinstance(counts, HostCounts):
         counts.bump()
     elif isinstance(counts, RedisStorage):
         script = counts.get_connection().register_script(_GENERATION)
-        script([counts.prefixed_key(GENERATION_KEY)], [1])
+        script([counts.prefixed_key(key)], [1])
 
 
-def attempt(counts: Storage, key: str, expiry: float) -> tuple[int, int | None]:
+def attempt(
+    counts: Storage, key: str, expiry: float, generation_key: str
+) -> tuple[int, int | None]:
     """One count of `key` added (a new window of `expiry` seconds when it has none) and the
-    generation read, in one round trip to Redis: the count after, and the generation."""
+    generation read (in Redis, at `generation_key`), in one round trip to Redis: the count
+    after, and the generation."""
     if scripted(counts):
         script = counts.get_connection().register_script(_ATTEMPT)
-        keys = [counts.prefixed_key(key), counts.prefixed_key(GENERATION_KEY)]
+        keys = [counts.prefixed_key(key), counts.prefixed_key(generation_key)]
         count, found = script(keys, [max(1, math.ceil(expiry))])
         return int(count), int(found)
-    return counts.incr(key, math.ceil(expiry)), generation(counts)
+    return counts.incr(key, math.ceil(expiry)), generation(counts, generation_key)
 
 
 def refuse_per_process(uri: str, workers: int) -> None:
