@@ -60,7 +60,7 @@ from app.domain.credentials import Caller
 from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.http.errors import ApiError
-from app.storage import queries
+from app.storage import database
 from app.storage.models import IdempotentAnswer
 
 HEADER = "Idempotency-Key"
@@ -154,7 +154,7 @@ def _claim(lookup: bytes, fingerprint: bytes) -> Any:
     transaction, which the write commits. Otherwise the first's row (its fingerprint and
     sealed answer, None while it runs), or _GONE when the first removed it meanwhile."""
     now = utcnow()
-    connection = queries.writing()
+    connection = database.writing()
     try:
         connection.execute(_FORGET_OLD, {"row": lookup, "before": now - KEPT})
         connection.execute(

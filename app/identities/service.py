@@ -21,7 +21,7 @@ from app.http.arguments import EXTERNAL_ID, EXTERNAL_ID_MAX_LENGTH
 from app.http.errors import ApiError
 from app.keys import bounds
 from app.quotas import service as quotas
-from app.storage import pages, queries
+from app.storage import database, pages
 from app.storage.models import ApiKey
 from app.storage.models import Identity as IdentityRow
 from app.storage.queries import Page
@@ -113,7 +113,7 @@ def _read(organization_id: int, *criteria: Any, lock: bool = False) -> Identity 
     query = select(*_COLUMNS).where(_IDENTITIES.c.organization_id == organization_id, *criteria)
     if lock:
         query = query.with_for_update()
-        row = queries.writing().execute(query).first()
+        row = database.writing().execute(query).first()
     else:
         row = db.session.execute(query).first()
     return None if row is None else Identity(*row)

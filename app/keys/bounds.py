@@ -23,8 +23,9 @@ from app.domain.scopes import exceeding, to_names
 from app.domain.timestamps import from_iso, iso
 from app.http.errors import ApiError, invalid
 from app.serving import verdicts
-from app.storage import queries
-from app.storage.queries import HeldBy, Key
+from app.storage import identity_reads
+from app.storage.identity_reads import HeldBy
+from app.storage.queries import Key
 
 
 class Held(NamedTuple):
@@ -295,9 +296,9 @@ def require_may_change_identity(caller: Caller) -> None:
 
 def named_identity(caller: Caller, reference: str) -> HeldBy:
     """The caller's organization's identity `reference` names, locked for the key the
-    caller writes with it (queries.identity_named): 422 naming `identity` else, as when
+    caller writes with it (identity_reads.identity_named): 422 naming `identity` else, as when
     its delete commits before this read, or while this read waits for it."""
-    held = queries.identity_named(caller.organization_id, reference, lock=True)
+    held = identity_reads.identity_named(caller.organization_id, reference, lock=True)
     if held is None:
         raise invalid({"identity": [UNKNOWN_IDENTITY]})
     return held

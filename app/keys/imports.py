@@ -35,10 +35,11 @@ from app.keys import bounds
 from app.keys.bodies import dump_key
 from app.keys.writes import Imported, add_key
 from app.organizations import policy as organization_policy
-from app.storage import queries
+from app.storage import database, identity_reads, queries
+from app.storage.identity_reads import HeldBy
 from app.storage.models import Identity as IdentityRow
 from app.storage.models import Organization
-from app.storage.queries import HeldBy, Key
+from app.storage.queries import Key
 
 _IDENTITIES = IdentityRow.__table__
 
@@ -190,7 +191,7 @@ def _identity(organization_id: int, reference: str) -> HeldBy:
     external id), made with no limits when it has none such (audited as identity.created),
     so that an export's keys come in with their holders; their limits are set after
     (PUT /api/identities/<id>)."""
-    held = queries.identity_named(organization_id, reference, lock=True)
+    held = identity_reads.identity_named(organization_id, reference, lock=True)
     if held is not None:
         return held
     now = utcnow()
@@ -234,7 +235,7 @@ def _all_or_nothing(write: Any) -> Any:
 def import_keys(caller: Caller, entries: list[dict]) -> list[Key]:
     """The caller's organization's new keys, brought in (POST /api/keys/import)."""
     made = _judged(entries)
-    queries.writing()  # SQLite: the write lock before the policy's reads
+    database.writing()  # SQLite: the write lock before the policy's reads
     return _all_or_nothing(lambda: _write(caller.organization_id, entries, made, caller))
 
 
@@ -244,7 +245,7 @@ def operator_import(by_organization: dict[str, list[dict]]) -> dict[str, list[Ke
     all in one transaction."""
     everything = [data for entries in by_organization.values() for data in entries]
     made = iter(_judged(everything))
-    queries.writing()
+    database.writing()
 
     def write() -> dict[str, list[Key]]:
         done = {}

@@ -35,8 +35,9 @@ from app.keys.writes import (
 )
 from app.organizations import policy as organization_policy
 from app.quotas import service as quotas
-from app.storage import pages, queries
-from app.storage.queries import HeldBy, Key, Page
+from app.storage import identity_reads, pages, queries
+from app.storage.identity_reads import HeldBy
+from app.storage.queries import Key, Page
 
 
 def _not_found() -> ApiError:
@@ -118,7 +119,7 @@ def list_keys(caller: Caller, page: int, page_size: int, **filters: Any) -> Page
         filters["lifetime_days"] = lifetime
     reached = reach.of(caller)
     if filters.get("identity") is not None:
-        held = queries.identity_named(caller.organization_id, filters["identity"])
+        held = identity_reads.identity_named(caller.organization_id, filters["identity"])
         if held is None or not reached.sees(held.row_id):  # no key of it is within reach
             return Page(page, page_size, 0, [])
         filters["identity"] = held.row_id

@@ -31,8 +31,9 @@ from app.domain.timestamps import iso, utcnow
 from app.extensions import db
 from app.keys.bodies import dump_key
 from app.storage import queries
+from app.storage.identity_reads import HeldBy
 from app.storage.models import ApiKey, KeyMetadata, RetiredKey
-from app.storage.queries import HeldBy, Key
+from app.storage.queries import Key
 
 KEYS = ApiKey.__table__
 UPDATE = update(KEYS).where(KEYS.c.identifier == bindparam("key"))

@@ -28,7 +28,7 @@ from app.domain.scopes import SDK_INTEGRATION
 from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.http.errors import ApiError
-from app.storage import queries
+from app.storage import database, queries
 from app.storage.models import KeyCount, Organization
 
 # The bounds of each rule the operator sets.
@@ -114,13 +114,13 @@ def _locked(organization_id: int) -> Policy:
     first's key. PostgreSQL: SELECT ... FOR NO KEY UPDATE (which other transactions'
     foreign keys to the row do not wait for); then the count, a statement of its own, reads
     what the previous holder committed (READ COMMITTED). SQLite: the write lock, taken
-    before the read (queries.writing)."""
+    before the read (database.writing)."""
     query = (
         select(*_POLICY)
         .where(_ORGANIZATIONS.c.id == organization_id)
         .with_for_update(key_share=True)
     )
-    return Policy(*queries.writing().execute(query).one())
+    return Policy(*database.writing().execute(query).one())
 
 
 def summary(organization_id: int) -> Summary:

@@ -15,7 +15,7 @@ from app.domain import bindings, periods
 from app.domain.timestamps import utcnow
 from app.extensions import db
 from app.http.errors import ApiError
-from app.storage import database, queries
+from app.storage import database, identity_reads
 from app.storage.models import QuotaGrant
 from app.storage.queries import Key
 
@@ -95,7 +95,7 @@ def _identitys(identity_id: int) -> bindings.Bound | None:
     keys; None: none. Read once a request (a page of an identity's keys reads it once)."""
     read: dict[int, bindings.Bound | None] = g.setdefault("identity_quotas", {})
     if identity_id not in read:
-        found = queries.identity_quota(identity_id)
+        found = identity_reads.identity_quota(identity_id)
         bound = None
         if found is not None and found[1] is not None:
             public_id, requests, period = found

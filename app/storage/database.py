@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from flask import Flask
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 
 from app.extensions import db
 
@@ -287,3 +287,26 @@ def upgrade_embedded(app: Flask) -> None:
         upgrade(app)
     else:
         require_current_schema(app)
+
+
+def writing() -> Connection:
+    """db.session's connection, in a write transaction from here on: on SQLite, begun with
+    BEGIN IMMEDIATE unless one is open already; on PostgreSQL, the transaction SQLAlchemy
+    begins, whose locks are the statements' own (FOR UPDATE: queries.locked_key).
+
+    SQLite has one writer per database and no FOR UPDATE: the transaction begins with BEGIN
+    IMMEDIATE, which takes the write lock (waiting up to busy_timeout) before the
+    first read, so that what it reads cannot change until COMMIT. Python's sqlite3 (legacy mode,
+    app/storage/database.py) would begin the transaction only before the first INSERT, UPDATE or
+    DELETE, after this read. SQLAlchemy's recipe for pysqlite (no sqlite3 transactions, a
+    BEGIN on the engine's "begin" event, as migrations/env.py does) would begin every
+    session transaction so, the read-only ones too (filtered pages, the audit log, the
+    health check): under BEGIN IMMEDIATE they would queue behind writers; under BEGIN,
+    a later write in one would fail to upgrade its snapshot. A transaction that has already
+    written holds the lock (sqlite3 began it as BEGIN IMMEDIATE) and is not begun again.
+    """
+    connection = db.session.connection()
+    on_sqlite = connection.dialect.name == "sqlite"
+    if on_sqlite and not connection.connection.dbapi_connection.in_transaction:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    return connection

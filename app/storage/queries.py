@@ -19,7 +19,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
-    Connection,
     Text,
     bindparam,
     cast,
@@ -33,6 +32,8 @@ from app.domain import bindings
 from app.domain.credentials import NO_METADATA, Caller, Identity
 from app.domain.timestamps import as_shown
 from app.extensions import db
+from app.storage.database import writing
+from app.storage.identity_reads import IDENTITY_SHOWN, identity_shown
 from app.storage.models import ApiKey, KeyCount, KeyMetadata, Organization, RetiredKey
 from app.storage.models import Identity as IdentityRow
 from app.storage.reads import Read
@@ -123,8 +124,7 @@ _IDENTITIES = IdentityRow.__table__
 _RETIRED = RetiredKey.__table__
 # A key's row and its identity's, if any.
 _WITH_IDENTITY = KEYS.outerjoin(_IDENTITIES, _IDENTITIES.c.id == KEYS.c.identity_id)
-# What a key shows of its identity, and what binds it of the identity's limits.
-_IDENTITY_SHOWN = (_IDENTITIES.c.public_id, _IDENTITIES.c.external_id)
+# What binds a key of the identity's limits.
 _IDENTITY_LIMITS = (
     _IDENTITIES.c.rate_limit_requests,
     _IDENTITIES.c.rate_limit_seconds,
@@ -149,7 +149,7 @@ def _column(name: str) -> ColumnElement:
 # A key's columns as reads take them, for a statement that returns a key (a DELETE's
 # RETURNING): key_of_row() makes the Key.
 KEY_COLUMNS = tuple(_column(name) for name in Key._fields[:-1])
-KEY = select(*KEY_COLUMNS, *_IDENTITY_SHOWN).select_from(_WITH_IDENTITY)
+KEY = select(*KEY_COLUMNS, *IDENTITY_SHOWN).select_from(_WITH_IDENTITY)
 ORDER = (KEYS.c.created, KEYS.c.identifier)
 _EMPTY = frozenset({"[]", "{}"})
 
@@ -163,7 +163,7 @@ _OF_DIGEST = (
             for name in _CALLER_COLUMNS
         ),
         cast(KEYS.c.bound_by, Text),
-        *_IDENTITY_SHOWN,
+        *IDENTITY_SHOWN,
         *_IDENTITY_LIMITS,
         KEYS.c.last_used,
     )
@@ -180,7 +180,7 @@ _HOLDER_WITH_FACTS = Read(
 )
 _IPS, _METADATA_TEXT = (Caller._fields.index(name) for name in _AS_TEXT[:2])
 _CALLER_FIELDS = len(_CALLER_COLUMNS)
-_READ_AFTER = _CALLER_FIELDS + 1 + len(_IDENTITY_SHOWN) + len(_IDENTITY_LIMITS)
+_READ_AFTER = _CALLER_FIELDS + 1 + len(IDENTITY_SHOWN) + len(_IDENTITY_LIMITS)
 _BY_DIGEST = Read(KEY.where(KEYS.c.digest == bindparam("digest"), IN_ORGANIZATION))
 _OF_IDENTIFIER = KEY.where(KEYS.c.identifier == bindparam("identifier"), IN_ORGANIZATION)
 _BY_IDENTIFIER = Read(_OF_IDENTIFIER)
@@ -231,61 +231,6 @@ def key_of_row(row: Sequence[Any]) -> Key:
     identity_id = fields[Key._fields.index("identity_id")]
     shown = (None, None) if identity_id is None else identity_shown(identity_id)
     return key_of_columns([*fields, *shown])
-
-
-class HeldBy(NamedTuple):
-    """The identity that holds a key: its row's id, and how a key shows it."""
-
-    row_id: int
-    shown: Identity
-
-
-_IDENTITY_REFERENCE = select(_IDENTITIES.c.id, *_IDENTITY_SHOWN).where(
-    _IDENTITIES.c.organization_id == bindparam("organization_id")
-)
-_NAMED_BY = (
-    _IDENTITY_REFERENCE.where(_IDENTITIES.c.public_id == bindparam("reference")),
-    _IDENTITY_REFERENCE.where(_IDENTITIES.c.external_id == bindparam("reference")),
-)
-_IDENTITY_NAMED = tuple(Read(statement) for statement in _NAMED_BY)
-_IDENTITY_HELD = tuple(
-    statement.with_for_update(read=True, key_share=True) for statement in _NAMED_BY
-)
-
-
-def identity_named(organization_id: int, reference: str, lock: bool = False) -> HeldBy | None:
-    """The organization's identity whose id is `reference`, or else whose external id is.
-    `lock`: read in db.session's write transaction (writing()) and held there until it
-    ends, for a key about to be written with it: PostgreSQL's FOR KEY SHARE, which the
-    identity's delete (FOR UPDATE) waits for, and which waits for a delete under way, then
-    finds nothing; on SQLite, the write lock, taken before the read."""
-    parameters = {"organization_id": organization_id, "reference": reference}
-    for read, held in zip(_IDENTITY_NAMED, _IDENTITY_HELD, strict=True):
-        row = writing().execute(held, parameters).first() if lock else read.first(parameters)
-        if row is not None:
-            return HeldBy(row[0], Identity(row[1], row[2]))
-    return None
-
-
-_IDENTITY_BY_ID = Read(select(*_IDENTITY_SHOWN).where(_IDENTITIES.c.id == bindparam("id")))
-
-
-def identity_shown(identity_id: int) -> tuple[str, str]:
-    """An identity's id and external id, by its row's id."""
-    return _IDENTITY_BY_ID.first({"id": identity_id}, tuple)
-
-
-_IDENTITY_QUOTA = Read(
-    select(_IDENTITIES.c.public_id, _IDENTITIES.c.quota_requests, _IDENTITIES.c.quota_period).where(
-        _IDENTITIES.c.id == bindparam("id")
-    )
-)
-
-
-def identity_quota(identity_id: int) -> tuple[str, int | None, str | None] | None:
-    """An identity's id and quota (requests, period; None: none), by its row's id; None
-    for no such identity."""
-    return _IDENTITY_QUOTA.first({"id": identity_id}, tuple)
 
 
 def _document(text: str, empty: Any) -> Any:
@@ -348,30 +293,11 @@ def locked_key(organization_id: int, identifier: str) -> Key | None:
     (READ COMMITTED, app/storage/database.py).
 
     SQLite has one writer per database and no FOR UPDATE: the transaction begins here with
-    BEGIN IMMEDIATE, which takes the write lock (waiting up to busy_timeout) before the
-    read, so that what it reads cannot change until COMMIT. Python's sqlite3 (legacy mode,
-    app/storage/database.py) would begin the transaction only before the first INSERT, UPDATE or
-    DELETE, after this read. SQLAlchemy's recipe for pysqlite (no sqlite3 transactions, a
-    BEGIN on the engine's "begin" event, as migrations/env.py does) would begin every
-    session transaction so, the read-only ones too (filtered pages, the audit log, the
-    health check): under BEGIN IMMEDIATE they would queue behind writers; under BEGIN,
-    a later write in one would fail to upgrade its snapshot. A transaction that has already
-    written holds the lock (sqlite3 began it as BEGIN IMMEDIATE) and is not begun again.
+    BEGIN IMMEDIATE (database.writing says why).
     """
     parameters = {"identifier": identifier, "organization_id": organization_id}
     row = writing().execute(_LOCKED, parameters).first()
     return None if row is None else key_of_columns(list(row))
-
-
-def writing() -> Connection:
-    """db.session's connection, in a write transaction from here on: on SQLite, begun with
-    BEGIN IMMEDIATE unless one is open already (locked_key says why); on PostgreSQL, the
-    transaction SQLAlchemy begins, whose locks are the statements' own (FOR UPDATE)."""
-    connection = db.session.connection()
-    on_sqlite = connection.dialect.name == "sqlite"
-    if on_sqlite and not connection.connection.dbapi_connection.in_transaction:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-    return connection
 
 
 _OF_LINEAGE = Read(
