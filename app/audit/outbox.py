@@ -21,7 +21,7 @@ from sqlalchemy import insert, select
 
 from app.domain import timestamps
 from app.extensions import db
-from app.storage.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.storage.webhook_models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 # Every type an endpoint may take, in the order lists show them.
 EVENT_TYPES = (

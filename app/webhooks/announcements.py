@@ -28,7 +28,8 @@ from app.extensions import db
 from app.identities import service as identities
 from app.keys.bodies import dump_key
 from app.storage import database, queries
-from app.storage.models import ApiKey, KeyAnnouncement, WebhookEndpoint
+from app.storage.models import ApiKey
+from app.storage.webhook_models import KeyAnnouncement, WebhookEndpoint
 
 # The notices of an expiry, from the earliest: how long before expires_at each is due.
 NOTICES = (("7d", timedelta(days=7)), ("1d", timedelta(days=1)), ("expired", timedelta(0)))

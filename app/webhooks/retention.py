@@ -14,7 +14,12 @@ from sqlalchemy import delete, or_, select
 from app.audit.outbox import PENDING
 from app.domain import timestamps
 from app.extensions import db
-from app.storage.models import KeyAnnouncement, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.storage.webhook_models import (
+    KeyAnnouncement,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 from app.webhooks import announcements
 
 _DELIVERIES = WebhookDelivery.__table__

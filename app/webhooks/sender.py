@@ -47,7 +47,7 @@ from app.audit import outbox as webhook_outbox
 from app.audit.outbox import DELIVERED, FAILED, PENDING
 from app.domain import timestamps
 from app.extensions import db
-from app.storage.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.storage.webhook_models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from app.webhooks import announcements, retention, signatures, targets
 
 EXTENSION = "webhook_sender"

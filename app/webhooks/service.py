@@ -21,8 +21,9 @@ from app.domain.credentials import Caller
 from app.domain.scopes import SDK_INTEGRATION
 from app.extensions import db
 from app.http.errors import ApiError, invalid
-from app.storage.models import Organization, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.storage.models import Organization
 from app.storage.queries import Page
+from app.storage.webhook_models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from app.webhooks import signatures, targets
 
 MAX_ENDPOINTS = 20
