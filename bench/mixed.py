@@ -71,7 +71,7 @@ def receiver() -> tuple[str, Callable[[], None]]:
 
 
 def mixed_round(ask: Ask, key: str, hook: str, number: int) -> None:
-    """Every endpoint but /mcp once or more (42 requests)."""
+    """Every endpoint but /mcp once or more (43 requests)."""
     ask("GET", "/healthz", auth=None)
     ask("GET", "/api/organization")
     _, endpoint = ask("POST", "/api/webhooks", {"url": hook, "events": ["key.created"]})
@@ -100,9 +100,11 @@ def mixed_round(ask: Ask, key: str, hook: str, number: int) -> None:
     ask("POST", "/api/keys/import", {"keys": [brought]})
     ask("POST", "/api/revoke", {"keys": ["sk_live_" + secrets.token_urlsafe(30)]}, auth=None)
     identity = {"external_id": f"customer-{number}-{secrets.token_hex(4)}"} | policy
+    identity |= {"quota": {"requests": 1000, "period": "month"}}
     _, held = ask("POST", "/api/identities", identity | {"name": "Customer"})
     ask("GET", "/api/identities")
     ask("GET", f"/api/identities/{held['id']}")
+    ask("POST", f"/api/identities/{held['id']}/quota", {"add": 10})
     ask("PUT", f"/api/identities/{held['id']}", {"name": "Renamed", "quota": None})
     ask("GET", f"/api/identities/{held['id']}/usage")
     ask("GET", f"/api/keys?identity={held['id']}")

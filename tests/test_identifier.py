@@ -34,4 +34,5 @@ def test_an_imported_key_shows_the_identifier_it_is_stored_under(client, org):
     assert imported["identifier"].startswith(keyformat.IMPORTED_PREFIX)
     assert STRIPE_LIKE not in imported["identifier"]
     got = client.get(f"/api/keys/{imported['identifier']}", auth=(org.sdk, ""))
-    assert (got.status_code, got.json["key"]) == (200, "sk_live_...")
+    assert (got.status_code, got.json["key"]) == (200, imported["key"])
+    assert got.json["key"].startswith("sk_live_") and STRIPE_LIKE[8:12] not in got.json["key"]

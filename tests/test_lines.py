@@ -29,8 +29,9 @@ def digest_form(token: str) -> str:
         "1234567890123456",
         "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d",
         secrets.token_hex(20) + "==",
+        "ABCDEFGHJKLMNPQR2345",  # capitals with a digit: no setting's name
     ],
-    ids=["base64url", "hex", "shortest", "digits", "uuid", "padded"],
+    ids=["base64url", "hex", "shortest", "digits", "uuid", "padded", "base32"],
 )
 def test_a_token_is_written_as_an_imported_key_is_shown(token):
     for line in (f"GET /x/{token} HTTP/1.1", f"GET /x?k={token}&n=2", f'"agent {token}"'):
@@ -65,6 +66,7 @@ def test_an_escaped_token_is_read_decoded():
         'File "/srv/.venv/lib/python3.11/site-packages/sqlalchemy/engine/base.py", line 1',
         "sqlalchemy.exc.IntegrityError: duplicate key value violates unique constraint",
         "imported:0123abcd and sk_live_1a2b... are shown forms",
+        "WEBHOOK_ALLOW_PRIVATE is on, RATELIMIT_STORAGE_URI is redis://127.0.0.1:6379/0",
     ],
 )
 def test_the_words_of_a_log_are_left_as_written(line):

@@ -136,6 +136,11 @@ def test_webhooks_events_name_it_so(app, client, org, imported, receiver):
     assert [p["data"]["key"]["created_by"] for p in got if p["type"] == "key.created"] == (
         shown_forms
     )
+    # An imported key's identifier (`imported_` and 12 random characters, derived from
+    # nothing in the key) is its public name, in `identifier` alone; no other field names it.
+    for payload in got:
+        identifier = payload["data"]["key"].pop("identifier")
+        assert identifier.startswith(keyformat.IMPORTED_PREFIX) or payload["type"] == "key.created"
     sent = json.dumps(got)
     assert keyformat.IMPORTED_PREFIX not in sent
     for key in SHOWN:

@@ -12,7 +12,10 @@ percent-escapes is read decoded), unless it is one of the words a log is made of
   endpoint's or a delivery's id, an imported key's shown form;
 - a word of letters, written in lower case or in capitalised humps (`forward-auth`,
   `revocable_token_types`, `sqlalchemy.exc.IntegrityError`): parts of at least two lower
-  case letters, each after at most one capital, joined by `-`, `_` or `.`.
+  case letters, each after at most one capital, joined by `-`, `_` or `.`;
+- a setting's name (`WEBHOOK_ALLOW_PRIVATE`, `RATELIMIT_STORAGE_URI`): two or more parts of
+  at least two capital letters, no digit, joined by `_`. A key of capitals and `_` alone
+  would pass as written; no common key alphabet (base62, base32, hex, base64url) is one.
 
 A token masked is written as an imported key is shown (keyformat.shown_foreign): its prefix
 (`sk_live_`) and 4 hexadecimal digits of its SHA-256 digest, or `imported:` and 8 of them.
@@ -40,7 +43,10 @@ _ESCAPED_TOKEN = re.compile(
 )
 _MAX_UNESCAPES = 4
 # A word of letters: lower case parts, each perhaps capitalised, of two letters or more.
-_WORD = re.compile(r"_*(?:[A-Z]?[a-z]{2,})+(?:[-_.]+(?:[A-Z]?[a-z]{2,})+)*_*")
+_WORD = re.compile(
+    r"_*(?:[A-Z]?[a-z]{2,})+(?:[-_.]+(?:[A-Z]?[a-z]{2,})+)*_*"
+    r"|[A-Z]{2,}(?:_[A-Z]{2,})+"  # a setting's name
+)
 # An imported key's shown form (keyformat.shown_foreign), which a line may already hold.
 _SHOWN_FOREIGN = f"{keyformat.FOREIGN_PREFIX.pattern}[0-9a-f]{{4}}\\.\\.\\."
 

@@ -114,11 +114,12 @@ def binding(key: Key) -> tuple[int | None, str | None]:
     bound: list[tuple[str, Limited]] = []
     if key.quota_requests is not None:
         bound.append((bindings.KEY, key))
-    bound += [
-        (bindings.MAKER, maker)
-        for maker in bindings.makers(key.bound_by)
-        if maker.quota_requests is not None
-    ]
+    if key.bound_by:  # most keys: made by no key with limits
+        bound += [
+            (bindings.MAKER, maker)
+            for maker in bindings.makers(key.bound_by)
+            if maker.quota_requests is not None
+        ]
     identity = None if key.identity_id is None else _identitys(key.identity_id)
     if identity is not None:
         bound.append((bindings.IDENTITY, identity))
