@@ -113,6 +113,20 @@ def _upgraded(url: str) -> None:
         db.engine.dispose()
 
 
+@pytest.fixture
+def own_redis(tmp_path):
+    """A redis-server of the test's own (tests/server/test_redis_down.py's OwnRedis), started
+    and stopped by its PID."""
+    from tests.server.test_redis_down import OwnRedis
+
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = OwnRedis(folder)
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def migrated_database(tmp_path_factory) -> Iterator[str]:
     """One database built by the migrations: a SQLite template copied for every test, or

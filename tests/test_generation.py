@@ -15,23 +15,12 @@ import redis
 
 from app.access import seen
 from app.domain import keyformat
-from tests.server.test_redis_down import OwnRedis
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None, reason="redis-server is not installed"
 )
 
 CHECK = "/api/forward-auth"
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    server = OwnRedis(folder)
-    server.start()
-    yield server
-    server.stop()
 
 
 def refusing_url() -> str:

@@ -301,12 +301,8 @@ class _Line:
         written = match.group()
         if "%" not in written:
             return self.run(written)
-        decoded = written
-        for _ in range(_MAX_UNESCAPES):
-            decoded, undecoded = unquote(decoded), decoded
-            if decoded == undecoded:
-                break
-        else:  # escaped more times than a client or proxy does: not looked into
+        decoded = unescaped(written)
+        if decoded is None:  # escaped more times than a client or proxy does: not looked into
             return _unrecognised(written)
         if not _RUN.search(decoded):
             return written
@@ -316,6 +312,17 @@ class _Line:
             self.run(part) if index % 2 else quote(part, safe="")
             for index, part in enumerate(parts)
         )
+
+
+def unescaped(written: str) -> str | None:
+    """`written` with its percent-escapes decoded, however many times a client or proxy
+    escaped it (up to 4); None for more."""
+    decoded = written
+    for _ in range(_MAX_UNESCAPES):
+        decoded, undecoded = unquote(decoded), decoded
+        if decoded == undecoded:
+            return decoded
+    return None
 
 
 def holds_full_key(text: str) -> bool:

@@ -29,7 +29,7 @@ spaces), whose pieces shorter than 16 characters stay as written. docs/security.
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from app.domain import keyformat
 
@@ -41,7 +41,6 @@ _TOKEN = re.compile(f"(?<![{_CHARACTERS}])[{_CHARACTERS}]{{{MIN_TOKEN},}}+=*")
 _ESCAPED_TOKEN = re.compile(
     f"(?<![{_CHARACTERS}%])(?:[{_CHARACTERS}]|%[0-9A-Fa-f]{{2}}){{{MIN_TOKEN},}}+=*"
 )
-_MAX_UNESCAPES = 4
 # A word of letters: lower case parts, each perhaps capitalised, of two letters or more.
 _WORD = re.compile(
     r"_*(?:[A-Z]?[a-z]{2,})+(?:[-_.]+(?:[A-Z]?[a-z]{2,})+)*_*"
@@ -83,13 +82,9 @@ class Lines:
         written = match.group()
         if "%" not in written:
             return self.token(written)
-        decoded = written
-        for _ in range(_MAX_UNESCAPES):
-            decoded, undecoded = unquote(decoded), decoded
-            if decoded == undecoded:
-                break
-        else:  # escaped more times than a client or proxy does: masked whole
-            return keyformat.shown_foreign(decoded)
+        decoded = keyformat.unescaped(written)
+        if decoded is None:  # escaped more times than a client or proxy does: masked whole
+            return keyformat.shown_foreign(written)
         if not _TOKEN.search(decoded):
             return written
         # Shown decoded and masked, the rest escaped again (so never a line break).

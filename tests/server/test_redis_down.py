@@ -80,16 +80,6 @@ class OwnRedis:
             self.process.wait()
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    server = OwnRedis(folder)
-    server.start()
-    yield server
-    server.stop()
-
-
 def env_for(own_redis: OwnRedis) -> dict[str, str]:
     """The server counts in the test's Redis, and in its own file (tests/server/conftest.py's
     launch) while Redis does not answer."""

@@ -22,7 +22,7 @@ import pytest
 
 from tests.server.conftest import Server
 from tests.server.test_gunicorn import in_parallel, sdk_key
-from tests.server.test_redis_down import OwnRedis, own_redis  # noqa: F401 (a fixture)
+from tests.server.test_redis_down import OwnRedis
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None, reason="redis-server is not installed"
@@ -222,12 +222,12 @@ def env_for(redis: OwnRedis) -> dict[str, str]:
     return {**ENV, "RATELIMIT_STORAGE_URI": redis.url}
 
 
-def test_no_check_passes_after_a_change_with_redis_paused_around_it(start_server, own_redis):  # noqa: F811
+def test_no_check_passes_after_a_change_with_redis_paused_around_it(start_server, own_redis):
     server = start_server(workers=WORKERS, env=env_for(own_redis))
     assert_none_late(trials([server], own_redis, rounds=4))
 
 
-def test_no_check_of_two_hosts_passes_after_a_change_with_redis_paused(start_server, own_redis):  # noqa: F811
+def test_no_check_of_two_hosts_passes_after_a_change_with_redis_paused(start_server, own_redis):
     first = start_server(workers=HOST_WORKERS, env=env_for(own_redis))
     second = start_server(
         workers=HOST_WORKERS, env={**env_for(own_redis), "DATABASE_URL": first.database}
