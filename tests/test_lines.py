@@ -67,6 +67,7 @@ def test_an_escaped_token_is_read_decoded():
         "sqlalchemy.exc.IntegrityError: duplicate key value violates unique constraint",
         "imported:0123abcd and sk_live_1a2b... are shown forms",
         "WEBHOOK_ALLOW_PRIVATE is on, RATELIMIT_STORAGE_URI is redis://127.0.0.1:6379/0",
+        "Set RATELIMIT_STORAGE_URI=redis://... on every host.",
     ],
 )
 def test_the_words_of_a_log_are_left_as_written(line):

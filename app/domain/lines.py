@@ -63,8 +63,8 @@ class Lines:
 
     def token(self, token: str) -> str:
         """`token` as a line may write it: itself if it is a word, else as a key is shown."""
-        if self.safe.fullmatch(token) or _WORD.fullmatch(token):
-            return token
+        if self.safe.fullmatch(token) or _WORD.fullmatch(token.rstrip("=")):
+            return token  # a word, or a setting's name before its `=`
         if keyformat.SHOWN_SUFFIX in token:  # a shown form and what follows it: each masked
             pieces = token.split(keyformat.SHOWN_SUFFIX)
             if len(pieces) > 2 or any(pieces):
