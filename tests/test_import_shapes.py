@@ -52,16 +52,14 @@ def test_keys_that_is_not_a_list_is_422_naming_it(client, org, value):
     assert list(response.json["errors"]) == ["keys"]
 
 
+# A valid entry, given one field of another shape by each test.
+ENTRY = {"key": "fresh-key-0123456789", "name": "n", "kind": "custom", "scopes": ["monitor:read"]}
+
+
 @pytest.mark.parametrize("field", FIELDS)
 @pytest.mark.parametrize("value", WRONG, ids=repr)
 def test_a_field_of_the_wrong_type_is_never_a_500(client, org, field, value):
-    entry = {
-        "key": "fresh-key-0123456789",
-        "name": "n",
-        "kind": "custom",
-        "scopes": ["monitor:read"],
-    }
-    response = bring(client, org.sdk, {"keys": [entry | {field: value}]})
+    response = bring(client, org.sdk, {"keys": [ENTRY | {field: value}]})
     assert response.status_code in (201, 422), response.get_data(as_text=True)
     if response.status_code == 422:
         assert all(name.startswith("keys[0]") for name in response.json["errors"]), response.json
@@ -87,12 +85,6 @@ NESTED = {
 def test_an_object_whose_members_have_the_wrong_type_is_422_naming_the_entry(
     client, org, field, value
 ):
-    entry = {
-        "key": "fresh-key-0123456789",
-        "name": "n",
-        "kind": "custom",
-        "scopes": ["monitor:read"],
-    }
-    response = bring(client, org.sdk, {"keys": [entry | {field: value}]})
+    response = bring(client, org.sdk, {"keys": [ENTRY | {field: value}]})
     assert response.status_code == 422, response.get_data(as_text=True)
     assert all(name.startswith("keys[0]") for name in response.json["errors"]), response.json

@@ -101,7 +101,7 @@ def _not_found() -> ApiError:
     return ApiError(404, "not_found", "No identity of your organization has this id.")
 
 
-def _in_reach(caller: Caller, identity: Identity | None) -> Identity:
+def in_reach(caller: Caller, identity: Identity | None) -> Identity:
     """`identity`, when the caller reaches it (app/domain/reach.py: a key of an identity
     reaches its own alone); 404 for none and for any other, alike."""
     if identity is None or not reach.of(caller).sees(identity.row_id):
@@ -133,7 +133,7 @@ def named(organization_id: int, reference: str, lock: bool = False) -> Identity 
 
 def find_identity(caller: Caller, reference: str) -> Identity:
     """The identity within the caller's reach named by `reference`; 404 for any other."""
-    return _in_reach(caller, named(caller.organization_id, reference))
+    return in_reach(caller, named(caller.organization_id, reference))
 
 
 def key_count(identity: Identity) -> int:
@@ -238,7 +238,7 @@ def update_identity(caller: Caller, reference: str, data: dict[str, Any]) -> dic
     inside this transaction (locked): its limits bind its keys from the commit on; a quota
     whose period changes keeps what was used."""
     try:
-        identity = _in_reach(caller, named(caller.organization_id, reference, lock=True))
+        identity = in_reach(caller, named(caller.organization_id, reference, lock=True))
         bounds.require_may_change_identity_limits(caller, data)
         changes = {
             field: data[field]
@@ -272,7 +272,7 @@ def update_identity(caller: Caller, reference: str, data: dict[str, Any]) -> dic
 def delete_identity(caller: Caller, reference: str) -> None:
     """The organization's identity deleted; 409 `identity_in_use` while it holds keys."""
     try:
-        identity = _in_reach(caller, named(caller.organization_id, reference, lock=True))
+        identity = in_reach(caller, named(caller.organization_id, reference, lock=True))
         held = key_count(identity)
         if held:
             raise ApiError(

@@ -204,7 +204,7 @@ def _identity_or_usage(path: str):
     named = path.endswith(USAGE) and service.named(caller.organization_id, path[: -len(USAGE)])
     if not named:
         return service.dump_identity(service.find_identity(caller, path))
-    return _usage(service.find_identity(caller, path[: -len(USAGE)]))
+    return _usage(service.in_reach(caller, named))  # read once, fenced as any read
 
 
 def _usage(identity: service.Identity):
