@@ -29,7 +29,7 @@ def test_hkdf_gives_rfc_5869s_first_test_vector():
 def test_a_seal_opens_under_its_key_and_associated_data_to_what_was_sealed(size):
     plain = os.urandom(size)
     sealed = sealing.seal(KEY, plain, b"lookup")
-    assert plain not in sealed or size == 0
+    assert plain not in sealed or size < 16  # a shorter text may stand in random bytes by chance
     assert sealing.unseal(KEY, sealed, b"lookup") == plain
 
 
